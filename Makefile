@@ -1,0 +1,25 @@
+# hxstate: agent state in PostgreSQL
+
+EXTENSION = hxstate
+MODULE_big = hxstate
+OBJS = \
+	src/hxstate.o \
+	src/patch.o \
+	src/pointer.o \
+	src/tree.o
+
+DATA = \
+	sql/hxstate--0.1.0.sql
+
+REGRESS = patch
+REGRESS_OPTS = --load-extension=hxstate
+
+ISOLATION = patch-test-race
+ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
+	--outputdir=test/isolation/output
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+EXTRA_CLEAN = test/isolation/output

@@ -1,0 +1,450 @@
+/*-------------------------------------------------------------------------
+ *
+ * pointer.c
+ *	  RFC 6901 JSON Pointer: parsing, escaping and array indexes, shared by
+ *	  hx_patch, hx_merge, hx_diff and the triggers.
+ *
+ * A pointer is either empty (the whole document) or a sequence of
+ * reference tokens, each introduced by "/".  In a token "~1" stands for
+ * "/" and "~0" for "~"; a "~" followed by anything else is a syntax error
+ * (RFC 6901 section 3).  An array index is "0" or a decimal number without
+ * leading zeros (section 4); "-" names the position after the last element
+ * and exists only where RFC 6902 allows it (the target of "add").
+ *
+ * src/pointer.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "hxstate.h"
+
+/*
+ * Parse "text" into ptr.  Syntax errors are reported against the operation
+ * described by ctx; member is "path" or "from".
+ */
+void
+hx_pointer_parse(HxPointer *ptr, const char *text, int len,
+				 const HxOpCtx *ctx, const char *member)
+{
+	int			ntokens = 0;
+	int			i;
+	char	   *copy;
+
+	copy = palloc(len + 1);
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	ptr->member = member;
+	ptr->text = copy;
+	ptr->textlen = len;
+	ptr->ntokens = 0;
+	ptr->tokens = NULL;
+	ptr->starts = NULL;
+
+	if (len == 0)
+		return;
+
+	if (text[0] != '/')
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_BAD_POINTER),
+				 errmsg("%s failed: invalid JSON pointer \"%s\"",
+						hx_op_label(ctx), copy),
+				 errdetail("The \"%s\" member must be empty or start with \"/\".",
+						   member)));
+
+	for (i = 0; i < len; i++)
+		if (text[i] == '/')
+			ntokens++;
+
+	ptr->tokens = palloc(sizeof(HxToken) * ntokens);
+	ptr->starts = palloc(sizeof(int) * (ntokens + 1));
+
+	i = 0;
+	while (i < len)
+	{
+		HxToken    *tok = &ptr->tokens[ptr->ntokens];
+		char	   *out;
+		int			j;
+
+		Assert(text[i] == '/');
+		ptr->starts[ptr->ntokens] = i;
+		i++;
+		for (j = i; j < len && text[j] != '/'; j++)
+			;
+		out = tok->s = palloc(j - i + 1);
+		for (; i < j; i++)
+		{
+			if (text[i] == '~')
+			{
+				if (i + 1 < j && text[i + 1] == '0')
+					*out++ = '~';
+				else if (i + 1 < j && text[i + 1] == '1')
+					*out++ = '/';
+				else
+					ereport(ERROR,
+							(errcode(ERRCODE_HX_BAD_POINTER),
+							 errmsg("%s failed: invalid JSON pointer \"%s\"",
+									hx_op_label(ctx), copy),
+							 errdetail("In the \"%s\" member, \"~\" must be followed by \"0\" or \"1\".",
+									   member)));
+				i++;
+			}
+			else
+				*out++ = text[i];
+		}
+		*out = '\0';
+		tok->len = out - tok->s;
+		ptr->ntokens++;
+	}
+	ptr->starts[ptr->ntokens] = len;
+}
+
+/* "JSON Patch operation 2 (remove)": how messages name an operation */
+const char *
+hx_op_label(const HxOpCtx *ctx)
+{
+	if (ctx->op)
+		return psprintf("%s %d (%s)", ctx->what, ctx->index, ctx->op);
+	return psprintf("%s %d", ctx->what, ctx->index);
+}
+
+/* The text of the pointer made of the first ntokens tokens of ptr */
+char *
+hx_pointer_prefix(const HxPointer *ptr, int ntokens)
+{
+	Assert(ntokens >= 0 && ntokens <= ptr->ntokens);
+	if (ntokens == ptr->ntokens)
+		return pstrdup(ptr->text);
+	return pnstrdup(ptr->text, ptr->starts[ntokens]);
+}
+
+static bool
+token_equal(const HxToken *a, const HxToken *b)
+{
+	return a->len == b->len && memcmp(a->s, b->s, a->len) == 0;
+}
+
+/* Is a a proper prefix of b, token by token ("/a" of "/a/b", not of "/ab")? */
+bool
+hx_pointer_is_proper_prefix(const HxPointer *a, const HxPointer *b)
+{
+	int			i;
+
+	if (a->ntokens >= b->ntokens)
+		return false;
+	for (i = 0; i < a->ntokens; i++)
+		if (!token_equal(&a->tokens[i], &b->tokens[i]))
+			return false;
+	return true;
+}
+
+bool
+hx_pointer_equal(const HxPointer *a, const HxPointer *b)
+{
+	int			i;
+
+	if (a->ntokens != b->ntokens)
+		return false;
+	for (i = 0; i < a->ntokens; i++)
+		if (!token_equal(&a->tokens[i], &b->tokens[i]))
+			return false;
+	return true;
+}
+
+/*
+ * The array index a token names: a non-negative number, or HX_INDEX_END
+ * for "-", HX_INDEX_INVALID when the token is not an index at all, and
+ * HX_INDEX_HUGE when it is well formed but larger than any jsonb array.
+ */
+int
+hx_parse_index(const HxToken *tok)
+{
+	int64		v = 0;
+	int			i;
+
+	if (tok->len == 1 && tok->s[0] == '-')
+		return HX_INDEX_END;
+	if (tok->len == 0 || (tok->s[0] == '0' && tok->len > 1))
+		return HX_INDEX_INVALID;
+	for (i = 0; i < tok->len; i++)
+	{
+		if (tok->s[i] < '0' || tok->s[i] > '9')
+			return HX_INDEX_INVALID;
+	}
+	for (i = 0; i < tok->len; i++)
+	{
+		v = v * 10 + (tok->s[i] - '0');
+		if (v > JB_CMASK)
+			return HX_INDEX_HUGE;
+	}
+	return (int) v;
+}
+
+/* Append s as one escaped reference token (without the leading "/") */
+void
+hx_pointer_append_escaped(StringInfo buf, const char *s, int len)
+{
+	int			i;
+	int			run = 0;
+
+	for (i = 0; i < len; i++)
+	{
+		if (s[i] == '~' || s[i] == '/')
+		{
+			appendBinaryStringInfo(buf, s + run, i - run);
+			appendBinaryStringInfo(buf, s[i] == '~' ? "~0" : "~1", 2);
+			run = i + 1;
+		}
+	}
+	appendBinaryStringInfo(buf, s + run, len - run);
+}
+
+/* ---------------------------------------------------------------------
+ * Resolving pointers in an HxNode tree
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Report that ptr's first depth+1 tokens name nothing: token "depth" is
+ * missing from container, the node at ptr's first depth tokens.
+ */
+void
+hx_error_missing(const HxOpCtx *ctx, const HxPointer *ptr, int depth,
+				 HxNode *container)
+{
+	const char *label = hx_op_label(ctx);
+	char	   *at = hx_pointer_prefix(ptr, depth);
+	const HxToken *tok = &ptr->tokens[depth];
+	HxShape		shape = hx_node_shape(container);
+
+	if (shape == HXS_OBJECT)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_PATH_NOT_FOUND),
+				 errmsg("%s failed: %s \"%s\" does not exist",
+						label, ptr->member, ptr->text),
+				 errdetail("The object at \"%s\" has no member \"%s\".",
+						   at, tok->s)));
+	else if (shape == HXS_ARRAY)
+	{
+		if (hx_parse_index(tok) == HX_INDEX_END)
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_PATH_NOT_FOUND),
+					 errmsg("%s failed: %s \"%s\" does not exist",
+							label, ptr->member, ptr->text),
+					 errdetail("\"-\" refers to the nonexistent element after the last element of the array at \"%s\".",
+							   at)));
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_PATH_NOT_FOUND),
+					 errmsg("%s failed: %s \"%s\" does not exist",
+							label, ptr->member, ptr->text),
+					 errdetail_plural("Index %s is out of range for the array at \"%s\", which has %d element.",
+									  "Index %s is out of range for the array at \"%s\", which has %d elements.",
+									  hx_node_size(container),
+									  tok->s, at, hx_node_size(container))));
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_PATH_NOT_FOUND),
+				 errmsg("%s failed: %s \"%s\" does not exist",
+						label, ptr->member, ptr->text),
+				 errdetail("The value at \"%s\" is a %s, not an object or array.",
+						   at, hx_shape_name(shape))));
+	pg_unreachable();
+}
+
+static void
+error_bad_index(const HxOpCtx *ctx, const HxPointer *ptr, int depth)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_BAD_INDEX),
+			 errmsg("%s failed: invalid array index \"%s\" in %s \"%s\"",
+					hx_op_label(ctx), ptr->tokens[depth].s, ptr->member,
+					ptr->text),
+			 errdetail("An array index is \"0\" or a decimal number without leading zeros.")));
+}
+
+/*
+ * The position that token "depth" of ptr names in array arr.  allow_end
+ * accepts "-" (returned as the array's size), allow_size accepts an index
+ * equal to the size (both for "add").  Anything else out of range is
+ * reported as a missing path.
+ */
+int
+hx_array_position(HxNode *arr, const HxPointer *ptr, int depth,
+				  bool allow_end, bool allow_size, const HxOpCtx *ctx)
+{
+	int			size = hx_node_size(arr);
+	int			idx = hx_parse_index(&ptr->tokens[depth]);
+
+	if (idx == HX_INDEX_INVALID)
+		error_bad_index(ctx, ptr, depth);
+	if (idx == HX_INDEX_END && allow_end)
+		return size;
+	if (idx >= 0 && (idx < size || (allow_size && idx == size)))
+		return idx;
+	hx_error_missing(ctx, ptr, depth, arr);
+	return -1;					/* keep compiler quiet */
+}
+
+static void
+error_cannot_create(const HxOpCtx *ctx, const HxPointer *ptr, int depth,
+					HxNode *node)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_TYPE_CONFLICT),
+			 errmsg("%s failed: cannot create %s \"%s\"",
+					hx_op_label(ctx), ptr->member, ptr->text),
+			 errdetail("The value at \"%s\" is a %s, not an object or array.",
+					   hx_pointer_prefix(ptr, depth),
+					   hx_shape_name(hx_node_shape(node)))));
+}
+
+/*
+ * Walk the first ntokens tokens of ptr from *rootp for an edit, unpacking
+ * every container on the way, and return the node reached.  HX_WALK_CREATE
+ * creates missing object members as empty objects; HX_WALK_STRICT reports
+ * them.  Array elements are never created.
+ */
+HxNode *
+hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens, HxWalkMode mode,
+		const HxOpCtx *ctx)
+{
+	HxNode	   *node = *rootp;
+	int			depth;
+
+	for (depth = 0; depth < ntokens; depth++)
+	{
+		const HxToken *tok = &ptr->tokens[depth];
+
+		hx_node_expand(node);
+		if (node->kind == HX_OBJECT)
+		{
+			HxNode	  **slot = hx_object_find(node, tok->s, tok->len);
+
+			if (slot)
+				node = *slot;
+			else if (mode == HX_WALK_CREATE)
+			{
+				HxNode	   *child = hx_node_new_object(4);
+
+				hx_object_set(node, tok->s, tok->len, child);
+				node = child;
+			}
+			else
+				hx_error_missing(ctx, ptr, depth, node);
+		}
+		else if (node->kind == HX_ARRAY)
+			node = node->u.arr.elems[hx_array_position(node, ptr, depth,
+													   false, false, ctx)];
+		else if (mode == HX_WALK_CREATE)
+			error_cannot_create(ctx, ptr, depth, node);
+		else
+			hx_error_missing(ctx, ptr, depth, node);
+	}
+	hx_node_expand(node);
+	return node;
+}
+
+/*
+ * The node ptr names, or NULL when there is none; nothing is unpacked.
+ * A token that cannot be an array index is still an error.
+ */
+HxNode *
+hx_lookup(HxNode *root, const HxPointer *ptr, const HxOpCtx *ctx)
+{
+	HxNode	   *node = root;
+	int			depth;
+
+	for (depth = 0; depth < ptr->ntokens; depth++)
+	{
+		const HxToken *tok = &ptr->tokens[depth];
+		HxShape		shape = hx_node_shape(node);
+
+		if (shape == HXS_OBJECT)
+			node = hx_node_get_member(node, tok->s, tok->len);
+		else if (shape == HXS_ARRAY)
+		{
+			int			idx = hx_parse_index(tok);
+
+			if (idx == HX_INDEX_INVALID)
+				error_bad_index(ctx, ptr, depth);
+			if (idx < 0 || idx >= hx_node_size(node))
+				return NULL;
+			node = hx_node_get_elem(node, idx);
+		}
+		else
+			return NULL;
+		if (node == NULL)
+			return NULL;
+	}
+	return node;
+}
+
+/*
+ * RFC 6902 "add" of value at ptr: replaces the root or an object member,
+ * inserts into an array ("-" appends).  The parent must exist in
+ * HX_WALK_STRICT mode; HX_WALK_CREATE creates missing parent objects.
+ */
+void
+hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value,
+		  HxWalkMode mode, const HxOpCtx *ctx)
+{
+	HxNode	   *parent;
+	const HxToken *last;
+
+	if (ptr->ntokens == 0)
+	{
+		*rootp = value;
+		return;
+	}
+	parent = hx_walk(rootp, ptr, ptr->ntokens - 1, mode, ctx);
+	last = &ptr->tokens[ptr->ntokens - 1];
+	if (parent->kind == HX_OBJECT)
+		hx_object_set(parent, last->s, last->len, value);
+	else if (parent->kind == HX_ARRAY)
+		hx_array_insert(parent,
+						hx_array_position(parent, ptr, ptr->ntokens - 1,
+										  true, true, ctx),
+						value);
+	else if (mode == HX_WALK_CREATE)
+		error_cannot_create(ctx, ptr, ptr->ntokens - 1, parent);
+	else
+		hx_error_missing(ctx, ptr, ptr->ntokens - 1, parent);
+}
+
+/*
+ * Remove and return the node at ptr.  With missing_ok, a path that names
+ * nothing (however deep the miss) returns NULL instead of an error; a
+ * malformed array index is an error either way.
+ */
+HxNode *
+hx_remove_at(HxNode **rootp, const HxPointer *ptr, bool missing_ok,
+			 const HxOpCtx *ctx)
+{
+	HxNode	   *parent;
+	const HxToken *last;
+	int			depth = ptr->ntokens - 1;
+
+	Assert(ptr->ntokens > 0);
+	if (missing_ok && hx_lookup(*rootp, ptr, ctx) == NULL)
+		return NULL;
+	parent = hx_walk(rootp, ptr, depth, HX_WALK_STRICT, ctx);
+	last = &ptr->tokens[depth];
+	if (parent->kind == HX_OBJECT)
+	{
+		HxNode	   *removed = hx_object_remove(parent, last->s, last->len);
+
+		if (removed == NULL)
+			hx_error_missing(ctx, ptr, depth, parent);
+		return removed;
+	}
+	if (parent->kind == HX_ARRAY)
+		return hx_array_remove(parent,
+							   hx_array_position(parent, ptr, depth,
+												 false, false, ctx));
+	hx_error_missing(ctx, ptr, depth, parent);
+	return NULL;				/* keep compiler quiet */
+}

@@ -3,18 +3,21 @@
 EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
+	src/diff.o \
 	src/hxstate.o \
+	src/merge.o \
 	src/patch.o \
 	src/pointer.o \
 	src/tree.o
 
 DATA = \
-	sql/hxstate--0.1.0.sql
+	sql/hxstate--0.1.0.sql \
+	sql/hxstate--0.1.0--0.2.0.sql
 
-REGRESS = patch
+REGRESS = setup patch merge diff
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race
+ISOLATION = patch-test-race merge-parallel
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

@@ -1,23 +1,7 @@
 --
 -- hx_patch(doc, patch): RFC 6902 JSON Patch, strict and atomic
+-- (err() is defined in setup.sql)
 --
-
--- err() runs one statement and shows what a client gets back from it:
--- the SQLSTATE, the message, the detail and the hint.
-CREATE FUNCTION err(stmt text) RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE
-	st text; msg text; det text; hnt text;
-BEGIN
-	EXECUTE stmt;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-		det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
-	RETURN st || ': ' || msg
-		|| coalesce(E'\nDETAIL: ' || nullif(det, ''), '')
-		|| coalesce(E'\nHINT: ' || nullif(hnt, ''), '');
-END
-$f$;
 
 -- add: a new member, an existing member (replaced), an array insert, the
 -- end of an array, and the whole document

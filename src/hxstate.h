@@ -124,6 +124,9 @@ struct HxNode
 			HxNode	  **elems;
 			int			n;
 			int			cap;
+			void	   *memo;	/* merge.c's membership index, valid while
+								 * memo_epoch == hx_tree_epoch */
+			uint64		memo_epoch;
 		}			arr;
 		struct
 		{
@@ -157,6 +160,8 @@ extern HxNode *hx_node_new_string(const char *s, int len);
 extern HxNode *hx_node_new_numeric(Numeric num);
 extern HxShape hx_node_shape(const HxNode *n);
 extern const char *hx_shape_name(HxShape s);
+extern const char *hx_shape_article(HxShape s);
+extern bool hx_scalar_equal(const JsonbValue *a, const JsonbValue *b);
 extern void hx_node_expand(HxNode *n);
 extern HxNode *hx_node_copy(const HxNode *n);
 extern bool hx_node_equal(HxNode *a, HxNode *b);
@@ -164,8 +169,15 @@ extern uint32 hx_node_hash(HxNode *n);
 extern bool hx_container_equal(JsonbContainer *a, uint32 alen,
 							   JsonbContainer *b, uint32 blen);
 
-/* Arrays and objects; the node must already be expanded */
+/*
+ * Arrays and objects; the node must already be expanded.  Every edit of a
+ * tree goes through these functions, which advance hx_tree_epoch: a value
+ * derived from a tree (merge.c's membership indexes) is valid while the
+ * epoch has not moved.
+ */
+extern uint64 hx_tree_epoch;
 extern void hx_array_insert(HxNode *arr, int i, HxNode *child);
+extern void hx_array_set(HxNode *arr, int i, HxNode *child);
 extern void hx_array_append(HxNode *arr, HxNode *child);
 extern HxNode *hx_array_remove(HxNode *arr, int i);
 extern HxNode **hx_object_find(HxNode *obj, const char *key, int keylen);
@@ -218,7 +230,7 @@ typedef enum HxWalkMode
 
 extern HxNode *hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens,
 					   HxWalkMode mode, const HxOpCtx *ctx);
-extern HxNode *hx_lookup(HxNode *root, const HxPointer *ptr,
+extern HxNode *hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens,
 						 const HxOpCtx *ctx);
 extern int	hx_array_position(HxNode *arr, const HxPointer *ptr, int depth,
 							  bool allow_end, bool allow_size,
@@ -230,7 +242,15 @@ extern HxNode *hx_remove_at(HxNode **rootp, const HxPointer *ptr,
 extern void hx_error_missing(const HxOpCtx *ctx, const HxPointer *ptr,
 							 int depth, HxNode *container) pg_attribute_noreturn();
 
-/* Shared by patch.c and merge.c: reading the members of one operation */
+/* Shared by patch.c and merge.c: operations and their members */
+typedef void (*HxApplyOpFn) (HxNode **rootp, JsonbContainer *op,
+							 HxOpCtx *ctx, void *arg);
+extern void hx_apply_ops(HxNode **rootp, JsonbContainer *ops,
+						 const char *what, HxApplyOpFn apply_op, void *arg);
+extern int	hx_parse_op_name(JsonbContainer *op, HxOpCtx *ctx,
+							 const char *const *names, int nnames,
+							 const char *hint);
+extern const char *hx_value_type_name(const JsonbValue *v);
 extern const char *hx_op_get_string(JsonbContainer *op, const char *member,
 									const HxOpCtx *ctx, bool required,
 									int *len);

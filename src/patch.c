@@ -49,8 +49,8 @@ get_member(JsonbContainer *op, const char *member, JsonbValue *v)
 	return getKeyJsonValueFromContainer(op, member, strlen(member), v) != NULL;
 }
 
-static const char *
-value_type_name(const JsonbValue *v)
+const char *
+hx_value_type_name(const JsonbValue *v)
 {
 	HxNode		n;
 
@@ -91,7 +91,7 @@ hx_op_get_string(JsonbContainer *op, const char *member, const HxOpCtx *ctx,
 				(errcode(ERRCODE_HX_MALFORMED),
 				 errmsg("%s has a non-string \"%s\" member",
 						hx_op_label(ctx), member),
-				 errdetail("It is of type %s.", value_type_name(&v))));
+				 errdetail("It is of type %s.", hx_value_type_name(&v))));
 	*len = v.val.string.len;
 	return v.val.string.val;
 }
@@ -133,7 +133,7 @@ get_op_list(Jsonb *patch)
 				 errmsg("JSON Patch document must be an array of operations"),
 				 errdetail("The patch is of type %s.",
 						   JB_ROOT_IS_SCALAR(patch) ?
-						   value_type_name(getIthJsonbValueFromContainer(&patch->root, 0)) :
+						   hx_value_type_name(getIthJsonbValueFromContainer(&patch->root, 0)) :
 						   "object")));
 	return &patch->root;
 }
@@ -143,39 +143,46 @@ get_op_list(Jsonb *patch)
  * ---------------------------------------------------------------------
  */
 
-static PatchOp
-parse_op_name(JsonbContainer *op, HxOpCtx *ctx)
+/*
+ * The op of an operation, as its index in names[]; sets ctx->op.  hint
+ * lists the valid ops for the message.
+ */
+int
+hx_parse_op_name(JsonbContainer *op, HxOpCtx *ctx, const char *const *names,
+				 int nnames, const char *hint)
 {
 	int			len;
 	const char *name = hx_op_get_string(op, "op", ctx, true, &len);
 	int			i;
 
-	for (i = 0; i < lengthof(patch_op_names); i++)
+	for (i = 0; i < nnames; i++)
 	{
-		if (strlen(patch_op_names[i]) == len &&
-			memcmp(patch_op_names[i], name, len) == 0)
+		if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
 		{
-			ctx->op = patch_op_names[i];
-			return (PatchOp) i;
+			ctx->op = names[i];
+			return i;
 		}
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_HX_MALFORMED),
 			 errmsg("%s has unrecognized op \"%s\"",
 					hx_op_label(ctx), pnstrdup(name, len)),
-			 errhint("The op must be one of add, remove, replace, move, copy and test.")));
-	return OP_ADD;				/* keep compiler quiet */
+			 errhint("%s", hint)));
+	return -1;					/* keep compiler quiet */
 }
 
 static void
-apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx)
+apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx, void *arg)
 {
-	PatchOp		kind = parse_op_name(op, ctx);
+	PatchOp		kind;
 	HxPointer	path;
 	HxPointer	from;
 	HxNode	   *value;
 	HxNode	   *node;
 
+	kind = (PatchOp) hx_parse_op_name(op, ctx, patch_op_names,
+									  lengthof(patch_op_names),
+									  "The op must be one of add, remove, replace, move, copy and test.");
 	hx_op_get_pointer(op, "path", ctx, &path);
 
 	switch (kind)
@@ -212,13 +219,14 @@ apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx)
 
 					if (slot == NULL)
 						hx_error_missing(ctx, &path, path.ntokens - 1, parent);
-					*slot = value;
+					hx_object_set(parent, last->s, last->len, value);
 				}
 				else if (parent->kind == HX_ARRAY)
-					parent->u.arr.elems[hx_array_position(parent, &path,
-														  path.ntokens - 1,
-														  false, false,
-														  ctx)] = value;
+					hx_array_set(parent,
+								 hx_array_position(parent, &path,
+												   path.ntokens - 1,
+												   false, false, ctx),
+								 value);
 				else
 					hx_error_missing(ctx, &path, path.ntokens - 1, parent);
 			}
@@ -234,7 +242,7 @@ apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx)
 			if (hx_pointer_equal(&from, &path))
 			{
 				/* a no-op, but "from" must still exist */
-				if (hx_lookup(*rootp, &from, ctx) == NULL)
+				if (hx_lookup(*rootp, &from, from.ntokens, ctx) == NULL)
 					(void) hx_walk(rootp, &from, from.ntokens, HX_WALK_STRICT, ctx);
 				break;
 			}
@@ -248,7 +256,7 @@ apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx)
 
 		case OP_COPY:
 			hx_op_get_pointer(op, "from", ctx, &from);
-			node = hx_lookup(*rootp, &from, ctx);
+			node = hx_lookup(*rootp, &from, from.ntokens, ctx);
 			if (node == NULL)
 				(void) hx_walk(rootp, &from, from.ntokens, HX_WALK_STRICT, ctx);
 			hx_add_at(rootp, &path, hx_node_copy(node), HX_WALK_STRICT, ctx);
@@ -256,7 +264,7 @@ apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx)
 
 		case OP_TEST:
 			value = hx_op_get_value(op, "value", ctx, true);
-			node = hx_lookup(*rootp, &path, ctx);
+			node = hx_lookup(*rootp, &path, path.ntokens, ctx);
 			if (node == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_HX_TEST_FAILED),
@@ -271,16 +279,20 @@ apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx)
 	}
 }
 
-/* Apply every operation of the patch container ops to *rootp */
-static void
-apply_patch(HxNode **rootp, JsonbContainer *ops)
+/*
+ * Apply every operation of the op list ops to *rootp, in order, with
+ * apply_op; what names an operation in messages.  Shared with hx_merge.
+ */
+void
+hx_apply_ops(HxNode **rootp, JsonbContainer *ops, const char *what,
+			 HxApplyOpFn apply_op, void *arg)
 {
 	HxContainerIter it;
 	int			n = JsonContainerSize(ops);
 	int			i;
 	HxOpCtx		ctx;
 
-	ctx.what = "JSON Patch operation";
+	ctx.what = what;
 	hx_citer_init(&it, ops, 0);
 	for (i = 0; i < n; i++)
 	{
@@ -294,8 +306,8 @@ apply_patch(HxNode **rootp, JsonbContainer *ops)
 			ereport(ERROR,
 					(errcode(ERRCODE_HX_MALFORMED),
 					 errmsg("%s is not an object", hx_op_label(&ctx)),
-					 errdetail("It is of type %s.", value_type_name(&v))));
-		apply_patch_op(rootp, v.val.binary.data, &ctx);
+					 errdetail("It is of type %s.", hx_value_type_name(&v))));
+		apply_op(rootp, v.val.binary.data, &ctx, arg);
 	}
 }
 
@@ -318,7 +330,7 @@ hx_patch(PG_FUNCTION_ARGS)
 	oldcxt = MemoryContextSwitchTo(workcxt);
 
 	root = original = hx_node_from_jsonb(doc);
-	apply_patch(&root, ops);
+	hx_apply_ops(&root, ops, "JSON Patch operation", apply_patch_op, NULL);
 
 	/* a patch of tests only gives back the document itself */
 	if (root == original && root->kind == HX_BINARY)

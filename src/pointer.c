@@ -250,8 +250,8 @@ hx_error_missing(const HxOpCtx *ctx, const HxPointer *ptr, int depth,
 				(errcode(ERRCODE_HX_PATH_NOT_FOUND),
 				 errmsg("%s failed: %s \"%s\" does not exist",
 						label, ptr->member, ptr->text),
-				 errdetail("The value at \"%s\" is a %s, not an object or array.",
-						   at, hx_shape_name(shape))));
+				 errdetail("The value at \"%s\" is %s, not an object or array.",
+						   at, hx_shape_article(shape))));
 	pg_unreachable();
 }
 
@@ -297,9 +297,9 @@ error_cannot_create(const HxOpCtx *ctx, const HxPointer *ptr, int depth,
 			(errcode(ERRCODE_HX_TYPE_CONFLICT),
 			 errmsg("%s failed: cannot create %s \"%s\"",
 					hx_op_label(ctx), ptr->member, ptr->text),
-			 errdetail("The value at \"%s\" is a %s, not an object or array.",
+			 errdetail("The value at \"%s\" is %s, not an object or array.",
 					   hx_pointer_prefix(ptr, depth),
-					   hx_shape_name(hx_node_shape(node)))));
+					   hx_shape_article(hx_node_shape(node)))));
 }
 
 /*
@@ -349,16 +349,17 @@ hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens, HxWalkMode mode,
 }
 
 /*
- * The node ptr names, or NULL when there is none; nothing is unpacked.
- * A token that cannot be an array index is still an error.
+ * The node that the first ntokens tokens of ptr name, or NULL when there
+ * is none; nothing is unpacked.  A token that cannot be an array index is
+ * still an error.
  */
 HxNode *
-hx_lookup(HxNode *root, const HxPointer *ptr, const HxOpCtx *ctx)
+hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, const HxOpCtx *ctx)
 {
 	HxNode	   *node = root;
 	int			depth;
 
-	for (depth = 0; depth < ptr->ntokens; depth++)
+	for (depth = 0; depth < ntokens; depth++)
 	{
 		const HxToken *tok = &ptr->tokens[depth];
 		HxShape		shape = hx_node_shape(node);
@@ -429,7 +430,7 @@ hx_remove_at(HxNode **rootp, const HxPointer *ptr, bool missing_ok,
 	int			depth = ptr->ntokens - 1;
 
 	Assert(ptr->ntokens > 0);
-	if (missing_ok && hx_lookup(*rootp, ptr, ctx) == NULL)
+	if (missing_ok && hx_lookup(*rootp, ptr, ptr->ntokens, ctx) == NULL)
 		return NULL;
 	parent = hx_walk(rootp, ptr, depth, HX_WALK_STRICT, ctx);
 	last = &ptr->tokens[depth];

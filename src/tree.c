@@ -46,6 +46,8 @@
 /* Unsorted tails longer than this get a hash index */
 #define OBJ_TAIL_SCAN_MAX		8
 
+uint64		hx_tree_epoch = 0;
+
 static void *
 alloc_huge(Size size)
 {
@@ -195,6 +197,8 @@ hx_node_new_array(int cap)
 	n->kind = HX_ARRAY;
 	n->u.arr.cap = Max(cap, 4);
 	n->u.arr.n = 0;
+	n->u.arr.memo = NULL;
+	n->u.arr.memo_epoch = 0;
 	n->u.arr.elems = alloc_huge(sizeof(HxNode *) * n->u.arr.cap);
 	return n;
 }
@@ -290,6 +294,28 @@ hx_shape_name(HxShape s)
 	return "unknown";
 }
 
+/* The shape with its article, for "the value at "/a" is an object" */
+const char *
+hx_shape_article(HxShape s)
+{
+	switch (s)
+	{
+		case HXS_NULL:
+			return "null";
+		case HXS_STRING:
+			return "a string";
+		case HXS_NUMBER:
+			return "a number";
+		case HXS_BOOL:
+			return "a boolean";
+		case HXS_ARRAY:
+			return "an array";
+		case HXS_OBJECT:
+			return "an object";
+	}
+	return "unknown";
+}
+
 /*
  * Unpack one level of an on-disk container in place.  The children stay
  * on disk: containers become HX_BINARY nodes, scalars point into the
@@ -331,6 +357,8 @@ hx_node_expand(HxNode *n)
 		n->u.arr.elems = elems;
 		n->u.arr.n = count;
 		n->u.arr.cap = cap;
+		n->u.arr.memo = NULL;
+		n->u.arr.memo_epoch = 0;
 	}
 	else
 	{
@@ -429,12 +457,22 @@ hx_array_insert(HxNode *arr, int i, HxNode *child)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
 						(size_t) JB_CMASK)));
+	hx_tree_epoch++;
 	array_reserve(arr, 1);
 	if (i < arr->u.arr.n)
 		memmove(&arr->u.arr.elems[i + 1], &arr->u.arr.elems[i],
 				sizeof(HxNode *) * (arr->u.arr.n - i));
 	arr->u.arr.elems[i] = child;
 	arr->u.arr.n++;
+}
+
+void
+hx_array_set(HxNode *arr, int i, HxNode *child)
+{
+	Assert(arr->kind == HX_ARRAY);
+	Assert(i >= 0 && i < arr->u.arr.n);
+	hx_tree_epoch++;
+	arr->u.arr.elems[i] = child;
 }
 
 void
@@ -450,6 +488,7 @@ hx_array_remove(HxNode *arr, int i)
 
 	Assert(arr->kind == HX_ARRAY);
 	Assert(i >= 0 && i < arr->u.arr.n);
+	hx_tree_epoch++;
 	child = arr->u.arr.elems[i];
 	memmove(&arr->u.arr.elems[i], &arr->u.arr.elems[i + 1],
 			sizeof(HxNode *) * (arr->u.arr.n - i - 1));
@@ -578,6 +617,7 @@ hx_object_set(HxNode *obj, const char *key, int keylen, HxNode *child)
 	int			n;
 
 	Assert(obj->kind == HX_OBJECT);
+	hx_tree_epoch++;
 	pos = obj_find_pos(obj, key, keylen);
 	if (pos >= 0)
 	{
@@ -650,6 +690,7 @@ hx_object_remove(HxNode *obj, const char *key, int keylen)
 	pos = obj_find_pos(obj, key, keylen);
 	if (pos < 0 || obj->u.obj.pairs[pos].value == NULL)
 		return NULL;
+	hx_tree_epoch++;
 	child = obj->u.obj.pairs[pos].value;
 	obj->u.obj.pairs[pos].value = NULL;
 	obj->u.obj.nlive--;
@@ -769,8 +810,8 @@ hx_node_get_elem(HxNode *n, int i)
  * ---------------------------------------------------------------------
  */
 
-static bool
-scalar_equal(const JsonbValue *a, const JsonbValue *b)
+bool
+hx_scalar_equal(const JsonbValue *a, const JsonbValue *b)
 {
 	if (a->type != b->type)
 		return false;
@@ -864,7 +905,7 @@ hx_container_equal(JsonbContainer *a, uint32 alen,
 		if (va.type != vb.type)
 			equal = false;
 		else if (va.type != jbvBinary)
-			equal = scalar_equal(&va, &vb);
+			equal = hx_scalar_equal(&va, &vb);
 		else if (va.val.binary.len == vb.val.binary.len &&
 				 memcmp(va.val.binary.data, vb.val.binary.data,
 						va.val.binary.len) == 0)
@@ -895,7 +936,7 @@ hx_node_equal(HxNode *a, HxNode *b)
 	if (shape != hx_node_shape(b))
 		return false;
 	if (shape != HXS_ARRAY && shape != HXS_OBJECT)
-		return scalar_equal(&a->u.scalar, &b->u.scalar);
+		return hx_scalar_equal(&a->u.scalar, &b->u.scalar);
 
 	n = hx_node_size(a);
 	if (n != hx_node_size(b))

@@ -75,6 +75,7 @@ hx_setup() {
 hx_drop_stale_cluster() {
 	if [ -f /etc/postgresql/$HX_PG_VERSION/regress/.by_pg_virtualenv ]; then
 		hx_log "dropping the throwaway cluster an earlier run left behind"
-		hx_root pg_dropcluster --stop $HX_PG_VERSION regress || true
+		hx_root pg_dropcluster --stop $HX_PG_VERSION regress 2>/dev/null ||
+			hx_root rm -rf /etc/postgresql/$HX_PG_VERSION/regress
 	fi
 }

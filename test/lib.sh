@@ -71,11 +71,6 @@ hx_setup() {
 	hx_build_install "$top"
 }
 
-# A cluster left behind by an interrupted pg_virtualenv blocks the next one
-hx_drop_stale_cluster() {
-	if [ -f /etc/postgresql/$HX_PG_VERSION/regress/.by_pg_virtualenv ]; then
-		hx_log "dropping the throwaway cluster an earlier run left behind"
-		hx_root pg_dropcluster --stop $HX_PG_VERSION regress 2>/dev/null ||
-			hx_root rm -rf /etc/postgresql/$HX_PG_VERSION/regress
-	fi
-}
+# pg_virtualenv -t keeps the throwaway cluster in a temporary directory
+# (not /etc/postgresql), so an interrupted run leaves nothing behind and
+# runs with different PGPORTs do not collide.

@@ -4,20 +4,23 @@ EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
 	src/diff.o \
+	src/guard.o \
 	src/hxstate.o \
 	src/merge.o \
 	src/patch.o \
+	src/phase.o \
 	src/pointer.o \
 	src/tree.o
 
 DATA = \
 	sql/hxstate--0.1.0.sql \
-	sql/hxstate--0.1.0--0.2.0.sql
+	sql/hxstate--0.1.0--0.2.0.sql \
+	sql/hxstate--0.2.0--0.3.0.sql
 
-REGRESS = setup patch merge diff
+REGRESS = setup patch merge diff guard phase
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

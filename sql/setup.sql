@@ -3,18 +3,23 @@
 --
 
 -- err() runs one statement and shows what a client gets back from it:
--- the SQLSTATE, the message, the detail and the hint.
+-- the SQLSTATE, the message, the detail and the hint, and the table,
+-- column and constraint the error names, when it names them.
 CREATE FUNCTION err(stmt text) RETURNS text LANGUAGE plpgsql AS $f$
 DECLARE
-	st text; msg text; det text; hnt text;
+	st text; msg text; det text; hnt text; tbl text; col text; con text;
 BEGIN
 	EXECUTE stmt;
 	RETURN 'no error';
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
-		det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+		det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT,
+		tbl = TABLE_NAME, col = COLUMN_NAME, con = CONSTRAINT_NAME;
 	RETURN st || ': ' || msg
 		|| coalesce(E'\nDETAIL: ' || nullif(det, ''), '')
-		|| coalesce(E'\nHINT: ' || nullif(hnt, ''), '');
+		|| coalesce(E'\nHINT: ' || nullif(hnt, ''), '')
+		|| coalesce(E'\nFIELDS: table=' || nullif(tbl, '')
+					|| coalesce(', column=' || nullif(col, ''), '')
+					|| coalesce(', constraint=' || nullif(con, ''), ''), '');
 END
 $f$;

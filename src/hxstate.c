@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * hxstate.c
- *	  Module entry: the magic block.
+ *	  Module entry: the magic block and the set-up done once per backend.
  *
  * src/hxstate.c
  *
@@ -14,3 +14,11 @@
 #include "hxstate.h"
 
 PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	hx_phase_init();
+}

@@ -21,6 +21,8 @@
 
 #include "postgres.h"
 
+#include "commands/trigger.h"
+#include "fmgr.h"
 #include "utils/jsonb.h"
 
 /*
@@ -258,5 +260,19 @@ extern HxNode *hx_op_get_value(JsonbContainer *op, const char *member,
 							   const HxOpCtx *ctx, bool required);
 extern void hx_op_get_pointer(JsonbContainer *op, const char *member,
 							  const HxOpCtx *ctx, HxPointer *ptr);
+
+/* ---------------------------------------------------------------------
+ * guard.c: trigger plumbing shared by the guards (guard.c, phase.c)
+ * ---------------------------------------------------------------------
+ */
+extern TriggerData *hx_guard_trigger_data(FunctionCallInfo fcinfo,
+										  const char *funcname);
+extern Datum hx_guard_return(TriggerData *trigdata);
+extern AttrNumber hx_guard_column(Relation rel, const char *name);
+extern char *hx_guard_value_text(Relation rel, AttrNumber attnum,
+								 Oid typoutput, Datum datum, bool isnull);
+
+/* phase.c */
+extern void hx_phase_init(void);
 
 #endif							/* HXSTATE_H */

@@ -23,7 +23,8 @@
 
 /*
  * Parse "text" into ptr.  Syntax errors are reported against the operation
- * described by ctx; member is "path" or "from".
+ * described by ctx (NULL outside an op list); member names where the
+ * pointer was read: "path", "from", or a trigger argument.
  */
 void
 hx_pointer_parse(HxPointer *ptr, const char *text, int len,
@@ -49,10 +50,12 @@ hx_pointer_parse(HxPointer *ptr, const char *text, int len,
 	if (text[0] != '/')
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_BAD_POINTER),
-				 errmsg("%s failed: invalid JSON pointer \"%s\"",
-						hx_op_label(ctx), copy),
-				 errdetail("The \"%s\" member must be empty or start with \"/\".",
-						   member)));
+				 ctx ? errmsg("%s failed: invalid JSON pointer \"%s\"",
+							  hx_op_label(ctx), copy) :
+				 errmsg("invalid JSON pointer \"%s\"", copy),
+				 ctx ? errdetail("The \"%s\" member must be empty or start with \"/\".",
+								 member) :
+				 errdetail("A JSON pointer must be empty or start with \"/\".")));
 
 	for (i = 0; i < len; i++)
 		if (text[i] == '/')
@@ -85,10 +88,12 @@ hx_pointer_parse(HxPointer *ptr, const char *text, int len,
 				else
 					ereport(ERROR,
 							(errcode(ERRCODE_HX_BAD_POINTER),
-							 errmsg("%s failed: invalid JSON pointer \"%s\"",
-									hx_op_label(ctx), copy),
-							 errdetail("In the \"%s\" member, \"~\" must be followed by \"0\" or \"1\".",
-									   member)));
+							 ctx ? errmsg("%s failed: invalid JSON pointer \"%s\"",
+										  hx_op_label(ctx), copy) :
+							 errmsg("invalid JSON pointer \"%s\"", copy),
+							 ctx ? errdetail("In the \"%s\" member, \"~\" must be followed by \"0\" or \"1\".",
+											 member) :
+							 errdetail("In a JSON pointer, \"~\" must be followed by \"0\" or \"1\".")));
 				i++;
 			}
 			else
@@ -351,7 +356,8 @@ hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens, HxWalkMode mode,
 /*
  * The node that the first ntokens tokens of ptr name, or NULL when there
  * is none; nothing is unpacked.  A token that cannot be an array index is
- * still an error.
+ * an error of the operation ctx, or, when ctx is NULL (the triggers), just
+ * a path that names nothing.
  */
 HxNode *
 hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, const HxOpCtx *ctx)
@@ -370,7 +376,7 @@ hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, const HxOpCtx *ctx)
 		{
 			int			idx = hx_parse_index(tok);
 
-			if (idx == HX_INDEX_INVALID)
+			if (idx == HX_INDEX_INVALID && ctx != NULL)
 				error_bad_index(ctx, ptr, depth);
 			if (idx < 0 || idx >= hx_node_size(node))
 				return NULL;

@@ -1,0 +1,161 @@
+--
+-- The phase machine: hx_next_phase, hx_phase_guard, hx_machine_dot
+--
+
+-- agent_session, exactly as seed 002 draws it
+SELECT * FROM hx_machine ORDER BY machine;
+SELECT from_phase, event, to_phase FROM hx_transition
+ WHERE machine = 'agent_session' ORDER BY from_phase, event;
+
+-- every edge of the seed's TRANSITIONS table
+SELECT phase, event, hx_next_phase('agent_session', phase, event) AS next
+  FROM (VALUES ('chatting', 'open_existing'), ('chatting', 'start_build'),
+               ('building', 'todo_done_build'), ('building', 'cancel'),
+               ('verifying', 'publish'), ('verifying', 'revert'), ('verifying', 'cancel'),
+               ('done', 'open_existing'), ('done', 'start_build')) e(phase, event);
+
+\pset tuples_only on
+\pset format unaligned
+-- anything else is an invalid transition: XH103, with what the phase allows
+SELECT err($$SELECT hx_next_phase('agent_session', 'chatting', 'publish')$$);
+SELECT err($$SELECT hx_next_phase('agent_session', 'done', 'cancel')$$);
+SELECT err($$SELECT hx_next_phase('agent_session', 'limbo', 'start_build')$$);
+SELECT err($$SELECT hx_next_phase('agent_session', 'Chatting', 'start_build')$$);
+SELECT err($$SELECT hx_next_phase('no_such_machine', 'a', 'b')$$);
+\pset tuples_only off
+\pset format aligned
+SELECT hx_next_phase('agent_session', NULL, 'publish') IS NULL AS strict;
+
+-- the machine drawn for Graphviz
+SELECT hx_machine_dot('agent_session');
+
+--
+-- hx_phase_guard on a table
+--
+CREATE TABLE runs (id int PRIMARY KEY, phase text);
+CREATE CONSTRAINT TRIGGER phase_machine AFTER INSERT OR UPDATE ON runs
+	FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
+INSERT INTO runs VALUES (1, 'chatting');
+-- the session walks chatting -> building -> verifying -> done -> chatting
+UPDATE runs SET phase = hx_next_phase('agent_session', phase, 'start_build');
+UPDATE runs SET phase = hx_next_phase('agent_session', phase, 'todo_done_build');
+UPDATE runs SET phase = hx_next_phase('agent_session', phase, 'publish');
+UPDATE runs SET phase = hx_next_phase('agent_session', phase, 'open_existing');
+-- any SQL that moves along an edge is fine; staying put is no move
+UPDATE runs SET phase = 'building';
+UPDATE runs SET phase = 'building';
+SELECT * FROM runs;
+
+\pset tuples_only on
+\pset format unaligned
+-- a new row starts in the initial phase
+SELECT err($$INSERT INTO runs VALUES (2, 'done')$$);
+SELECT err($$INSERT INTO runs VALUES (3, NULL)$$);
+-- and moves only along an edge, whatever SQL does it
+SELECT err($$UPDATE runs SET phase = 'done'$$);
+SELECT err($$UPDATE runs SET phase = NULL$$);
+SELECT err($$UPDATE runs SET phase = 'limbo'$$);
+SELECT err($$UPDATE runs SET phase = hx_next_phase('agent_session', phase, 'publish')$$);
+\pset tuples_only off
+\pset format aligned
+
+-- a column of another name, and a row that had no phase before the guard
+CREATE TABLE tasks (id int PRIMARY KEY, stage text);
+INSERT INTO tasks VALUES (1, NULL);
+CREATE CONSTRAINT TRIGGER stage_machine AFTER INSERT OR UPDATE ON tasks
+	FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session', 'stage');
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE tasks SET stage = 'building'$$);
+\pset tuples_only off
+\pset format aligned
+UPDATE tasks SET stage = 'chatting';
+SELECT * FROM tasks;
+
+--
+-- Machines are data: users add their own with INSERT, and the next
+-- statement sees a change
+--
+INSERT INTO hx_machine VALUES ('ticket', 'open');
+INSERT INTO hx_transition VALUES
+	('ticket', 'open', 'assign', 'assigned'),
+	('ticket', 'assigned', 'resolve', 'closed'),
+	('ticket', 'closed', 'reopen', 'open');
+CREATE TABLE tickets (id int PRIMARY KEY, status text NOT NULL DEFAULT 'open');
+CREATE CONSTRAINT TRIGGER ticket_machine AFTER INSERT OR UPDATE ON tickets
+	FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('ticket', 'status');
+INSERT INTO tickets (id) VALUES (1);
+UPDATE tickets SET status = hx_next_phase('ticket', status, 'assign');
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE tickets SET status = 'open'$$);
+\pset tuples_only off
+\pset format aligned
+INSERT INTO hx_transition VALUES ('ticket', 'assigned', 'unassign', 'open');
+UPDATE tickets SET status = 'open';
+DELETE FROM hx_transition WHERE machine = 'ticket' AND event = 'assign';
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE tickets SET status = 'assigned'$$);
+\pset tuples_only off
+\pset format aligned
+-- a change rolled back is forgotten too
+BEGIN;
+INSERT INTO hx_transition VALUES ('ticket', 'open', 'assign', 'assigned');
+UPDATE tickets SET status = 'assigned';
+ROLLBACK;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE tickets SET status = 'assigned'$$);
+\pset tuples_only off
+\pset format aligned
+SELECT hx_machine_dot('ticket');
+-- a final phase
+SELECT err($$SELECT hx_next_phase('ticket', 'nowhere', 'go')$$) AS unknown_phase;
+INSERT INTO hx_transition VALUES ('ticket', 'open', 'archive', 'archived');
+SELECT err($$SELECT hx_next_phase('ticket', 'archived', 'reopen')$$) AS final_phase;
+
+-- the machine tables reject nonsense
+SELECT err($$INSERT INTO hx_transition VALUES ('no_such_machine', 'a', 'b', 'c')$$);
+SELECT err($$INSERT INTO hx_transition VALUES ('ticket', 'open', 'reopen', '')$$);
+SELECT err($$INSERT INTO hx_transition VALUES ('ticket', 'open', 'archive', 'closed')$$);
+
+-- pg_dump keeps user machines (extension configuration), not agent_session
+SELECT c.relname, x.cond
+  FROM pg_extension e,
+       unnest(e.extconfig, e.extcondition) AS x(oid, cond)
+       JOIN pg_class c ON c.oid = x.oid
+ WHERE e.extname = 'hxstate' ORDER BY c.relname;
+
+--
+-- Misuse
+--
+\pset tuples_only on
+\pset format unaligned
+CREATE TABLE misuse (id int, phase text);
+CREATE TRIGGER no_machine BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('nope');
+SELECT err($$INSERT INTO misuse VALUES (1, 'a')$$);
+DROP TRIGGER no_machine ON misuse;
+CREATE TRIGGER no_args BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION hx_phase_guard();
+SELECT err($$INSERT INTO misuse VALUES (1, 'a')$$);
+DROP TRIGGER no_args ON misuse;
+CREATE TRIGGER three_args BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session', 'phase', 'x');
+SELECT err($$INSERT INTO misuse VALUES (1, 'a')$$);
+DROP TRIGGER three_args ON misuse;
+CREATE TRIGGER no_column BEFORE INSERT ON misuse FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session', 'stage');
+SELECT err($$INSERT INTO misuse VALUES (1, 'a')$$);
+DROP TRIGGER no_column ON misuse;
+CREATE TRIGGER on_delete BEFORE DELETE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
+INSERT INTO misuse VALUES (1, 'chatting');
+SELECT err($$DELETE FROM misuse$$);
+SELECT err($$SELECT hx_machine_dot('nope')$$);
+\pset tuples_only off
+\pset format aligned
+
+-- BEFORE works too, failing fast
+CREATE TRIGGER phase_before BEFORE INSERT OR UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
+INSERT INTO misuse VALUES (2, 'chatting');
+SELECT err($$UPDATE misuse SET phase = 'done' WHERE id = 2$$);
+
+DROP TABLE runs, tasks, tickets, misuse;
+DELETE FROM hx_machine WHERE machine = 'ticket';

@@ -10,17 +10,19 @@ OBJS = \
 	src/patch.o \
 	src/phase.o \
 	src/pointer.o \
+	src/stream.o \
 	src/tree.o
 
 DATA = \
 	sql/hxstate--0.1.0.sql \
 	sql/hxstate--0.1.0--0.2.0.sql \
-	sql/hxstate--0.2.0--0.3.0.sql
+	sql/hxstate--0.2.0--0.3.0.sql \
+	sql/hxstate--0.3.0--0.4.0.sql
 
-REGRESS = setup patch merge diff guard phase
+REGRESS = setup patch merge diff guard phase stream
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

@@ -30,6 +30,8 @@ const CONTENDERS = {
   hx_diff_edit: 'hx_diff(a, a2)',
   hx_diff_same: 'hx_diff(a, acopy)',
   walk: 'a = acopy (jsonb_eq: compareJsonbContainers walks both documents)',
+  hx_diff_scaled: 'hx_diff(a, ascaled)',
+  walk_scaled: 'a = ascaled',
   fjp: 'Node: jsonpatch.compare(A, A2) on objects parsed once',
   st_detoast: 'jsonb_typeof(stored a): TOAST fetch + decompression alone',
   st_hx_patch: 'hx_patch(stored a, the same one-op patch)',
@@ -59,16 +61,20 @@ const CASES = [
     title: 'hx_diff(a, acopy), equal documents, vs the walk a = acopy',
   },
   {
+    id: 'd2', form: 'in memory', A: 'hx_diff_scaled', B: 'walk_scaled', op: '<=', target: 1.5,
+    title: 'case d with no byte-identical subtree: ascaled = a with every "tokens" number written N.0',
+  },
+  {
     id: 'e', form: 'in memory', A: 'fjp', B: 'hx_diff_edit', op: '>=', target: 3, only: BIG,
     title: 'fast-json-patch compare(A, A2) in Node vs hx_diff(a, a2): ratio = fast-json-patch / hx_diff',
   },
   {
     id: 'a*', form: 'as stored', A: 'st_hx_patch', B: 'st_jsonb_set', op: '<=', target: 1.2,
-    title: 'case a on the stored (TOASTed, compressed) document',
+    title: 'case a on the stored document (compressed; TOASTed above 2 kB)',
   },
   {
     id: 'b*', form: 'as stored', A: 'st_hx_merge', B: 'st_core_merge', op: '<=', target: 1.0,
-    title: 'case b on the stored (TOASTed, compressed) document',
+    title: 'case b on the stored document (compressed; TOASTed above 2 kB)',
   },
 ];
 
@@ -120,14 +126,14 @@ async function main() {
   console.log(`${REPS} samples per contender and size, about ${SAMPLE_MS} ms each, contenders alternating; ` +
     'times are medians, in µs per call');
 
-  const docs = await q(`SELECT label, nmsg, bytes, pg_column_size(a) AS stored,
-      pg_column_compression(a) AS method, octet_length(a::text) AS text,
-      pg_column_size(a2::text::jsonb) AS bytes2
-      FROM bench_docs ORDER BY ord`);
+  const docs = await q(`SELECT d.label, d.ord, d.nmsg, d.bytes, pg_column_size(s.a) AS stored,
+      pg_column_compression(s.a) AS method, octet_length(d.a::text) AS text,
+      pg_column_size(d.a2::text::jsonb) AS bytes2
+      FROM bench_docs d JOIN bench_stored s USING (label) ORDER BY d.ord`);
   console.log('\nDocuments (a; a2 is a plus one message and a changed /meta/status):');
-  table(['size', 'messages', 'jsonb in memory', 'JSON text', 'stored (TOAST)', 'a2 in memory'],
+  table(['size', 'messages', 'jsonb in memory', 'JSON text', 'stored (bench_stored)', 'a2 in memory'],
     docs.map((d) => [d.label, d.nmsg, `${d.bytes} B (${fmtBytes(d.bytes)})`, `${d.text} B`,
-      `${d.stored} B ${d.method || 'uncompressed'}`, `${d.bytes2} B`]));
+      `${d.stored} B ${d.method || 'uncompressed'}${d.ord === 1 ? ', inline' : ', TOASTed'}`, `${d.bytes2} B`]));
 
   const results = {};			// label -> contender -> median µs
   const started = Date.now();
@@ -179,15 +185,15 @@ async function main() {
     for (const c of names) {
       const s = samples[c];
       results[d.label][c] = {
-        us: median(s), n: ns[c], spread: (Math.max(...s) - Math.min(...s)) / median(s),
+        us: median(s), min: Math.min(...s), n: ns[c], spread: (Math.max(...s) - Math.min(...s)) / median(s),
       };
     }
     console.log(`  measured ${d.label} (${((Date.now() - started) / 1000).toFixed(0)} s so far)`);
   }
 
   // ------------------------------------------------------------------
-  console.log('\nWhat each contender does per call (a, a2, acopy: documents; item: the appended message):');
-  for (const [c, what] of Object.entries(CONTENDERS)) console.log(`  ${c.padEnd(13)} ${what}`);
+  console.log('\nWhat each contender does per call (a, a2, acopy, ascaled: documents; item: the appended message):');
+  for (const [c, what] of Object.entries(CONTENDERS)) console.log(`  ${c.padEnd(15)} ${what}`);
 
   let met = 0;
   let total = 0;
@@ -211,15 +217,25 @@ async function main() {
         judged ? `${cs.op} ${cs.target}` : '(none)', ok];
     });
     table(['size', `A: ${cs.A} µs`, `B: ${cs.B} µs`, 'A/B', 'target', 'met?'], rows);
+    if (cs.A === 'fjp') {
+      // Node's samples vary most (its garbage collector): the ratio with
+      // fast-json-patch's fastest sample, so that the median flatters nothing
+      console.log('fast-json-patch\'s fastest sample instead of its median: ' + docs.map((d) => {
+        const r = results[d.label];
+        return `${d.label} ${fmtUs(r.fjp.min)} µs (A/B ${fmtRatio(r.fjp.min / r.hx_diff_edit.us)})`;
+      }).join(', '));
+    }
   }
 
   console.log('\nOverheads and the rest (medians, µs per call):');
-  table(['size', 'plpgsql loop', 'detoast alone', 'st_hx_patch', 'st_hx_merge', 'worst spread'],
+  table(['size', 'plpgsql loop', 'detoast alone', 'st_hx_patch', 'st_hx_merge', 'worst PG spread', 'fjp spread'],
     docs.map((d) => {
       const r = results[d.label];
-      const worst = Object.entries(r).reduce((m, [c, v]) => (v.spread > m[1] ? [c, v.spread] : m), ['', -1]);
+      const worst = Object.entries(r).filter(([c]) => c !== 'fjp')
+        .reduce((m, [c, v]) => (v.spread > m[1] ? [c, v.spread] : m), ['', -1]);
       return [d.label, fmtUs(r.loop.us), fmtUs(r.st_detoast.us), fmtUs(r.st_hx_patch.us),
-        fmtUs(r.st_hx_merge.us), `${(worst[1] * 100).toFixed(0)}% (${worst[0]})`];
+        fmtUs(r.st_hx_merge.us), `${(worst[1] * 100).toFixed(0)}% (${worst[0]})`,
+        `${(r.fjp.spread * 100).toFixed(0)}%`];
     }));
 
   console.log(`
@@ -229,26 +245,32 @@ What the numbers include:
     assignment (the "plpgsql loop" column above), the function call, all of
     the function's work and the palloc'd result datum, whose size is read
     with pg_column_size.  No client round trip, no result transfer.
-  - "in memory" (cases a to e): the documents are plain jsonb datums in
+  - "in memory" (cases a to e and d2): the documents are plain jsonb datums in
     plpgsql variables, detoasted and decompressed once before the clock
     starts; neither contender pays for a TOAST fetch or for decompression.
     a2 and acopy are separate datums (a2 made by core, acopy built anew),
     so the walk a = acopy compares two different buffers all the way down
     (they are equal, so it never stops early), and hx_diff gets no
-    same-pointer shortcut.
-  - "as stored" (cases a*, b*): the argument is the column's TOAST pointer,
-    so every call of either contender fetches the chunks (from shared
-    buffers: no disk reads) and decompresses the document
-    (${env.compression}), as UPDATE ... SET state = f(state) would; "detoast alone" is that
-    cost by itself.  The 2 kB document is compressed inline, not TOASTed.
+    same-pointer shortcut.  hx_diff does skip every subtree that is
+    byte-identical in both documents with one memcmp (as everything a step
+    did not touch is); case d2 shows the cost when no subtree below the
+    top level is: every message of ascaled differs from a's in its bytes
+    (not in value), so both contenders walk every message.
+  - "as stored" (cases a*, b*): the argument is bench_stored.a as the column
+    holds it, the TOAST pointer (for 2 kB: the compressed inline datum), so
+    every call of either contender fetches the chunks (from shared buffers:
+    no disk reads) and decompresses the document (${env.compression}), as
+    UPDATE ... SET state = f(state) would; "detoast alone" is that cost by
+    itself, and the rest of each time is the function's own work.
   - Case e: Node times compare(A, A2) on objects parsed once from the JSON
     text (the fetch and JSON.parse are outside the timing); A and A2 are
     separate objects, so compare walks all of A.  Its PostgreSQL
     counterpart is the in-memory hx_diff(a, a2) of case c: the same
     documents, already detoasted.  Node builds its patch as JS objects,
-    hx_diff encodes it as a jsonb datum; both are included.
-  - "worst spread" is (max - min) / median of the samples of the noisiest
-    contender at that size.`);
+    hx_diff encodes it as a jsonb datum; both are included.  Node's samples
+    vary the most (garbage collection), hence the fastest-sample line.
+  - A spread is (max - min) / median of a contender's samples; "worst PG
+    spread" is that of the noisiest PostgreSQL contender at that size.`);
 
   console.log(`\nTargets met: ${met} of ${total}.`);
   if (missed.length) {

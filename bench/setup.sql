@@ -2,17 +2,21 @@
 -- bench/setup.sql: the documents and the timing function of bench/run.
 --
 -- Four agent-state documents of about 2 kB, 30 kB, 450 kB and 7 MB (jsonb
--- size), which differ only in the number of messages, each stored three
--- times in bench_docs:
+-- size), which differ only in the number of messages, each stored in four
+-- versions in bench_docs:
 --   a      the document;
 --   a2     a after one step: one message appended to /messages and
 --          /meta/status changed from "idle" to "running", made by core
 --          (jsonb_insert + jsonb_set), so hx_* play no part in the inputs;
 --   acopy  a built a second time: equal to a, but a separate datum, so that
---          a = acopy really walks both documents.
--- The columns have the default storage (EXTENDED): every document above
--- about 2 kB is compressed (default_toast_compression) and moved out of
--- line to the TOAST table, as an agent's state would be.
+--          a = acopy really walks both documents;
+--   ascaled  a with every "tokens" number written as N.0: equal to a (jsonb
+--          compares numbers by value) but different in the bytes of every
+--          message, so that no shortcut on byte-identical subtrees applies.
+-- bench_stored holds a once more, alone in its row, with the default
+-- storage (EXTENDED), as an agent's state would be: compressed
+-- (default_toast_compression), inline for the 2 kB document (it fits once
+-- compressed), in the TOAST table for the others.
 --
 -- bench_sample(contender, label, n) calls one contender n times in a
 -- plpgsql loop and returns the mean microseconds per call, measured with
@@ -22,11 +26,12 @@
 --   in memory  the plain datum: detoasted and decompressed once, before
 --              timing, so the contenders do no TOAST fetch and no
 --              decompression (as Node works on objects already parsed);
---   as stored  the TOAST pointer itself, as a plpgsql variable holds it in
---              a function (an atomic context does not detoast on
---              assignment): every call then fetches the chunks from the
---              TOAST table (through shared buffers) and decompresses them,
---              as an UPDATE ... SET state = f(state, ...) would.
+--   as stored  bench_stored.a as a plpgsql variable holds it in a function:
+--              still compressed, and for a TOASTed value the TOAST pointer
+--              itself (an atomic context does not detoast on assignment),
+--              so every call fetches the chunks from the TOAST table
+--              (through shared buffers) and decompresses them, as an
+--              UPDATE ... SET state = f(state, ...) would.
 --
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS hxstate;
@@ -85,7 +90,8 @@ CREATE TABLE bench_docs (
 	bytes int NOT NULL,			-- size of a in memory (VARSIZE of the plain datum)
 	a jsonb NOT NULL,
 	a2 jsonb NOT NULL,
-	acopy jsonb NOT NULL
+	acopy jsonb NOT NULL,
+	ascaled jsonb NOT NULL
 );
 
 -- Message counts for the target sizes, from the mean size of a message
@@ -104,12 +110,30 @@ BEGIN
 			SELECT t.label, t.ord, n, pg_column_size(s), s,
 				jsonb_set(jsonb_insert(s, '{messages,-1}', bench_item(), true),
 					'{meta,status}', '"running"'),
-				bench_state(n)
+				bench_state(n),
+				regexp_replace(s::text, '"tokens": (\d+)', '"tokens": \1.0', 'g')::jsonb
 			FROM bench_state(n) s;
 	END LOOP;
 END
 $do$;
-ANALYZE bench_docs;
+CREATE TABLE bench_stored AS SELECT label, a FROM bench_docs;
+ALTER TABLE bench_stored ADD PRIMARY KEY (label);
+ANALYZE bench_docs, bench_stored;
+
+-- bench_stored is what it claims: four compressed values, three of them
+-- in the TOAST table
+DO $do$
+DECLARE
+	chunks int;
+BEGIN
+	EXECUTE format('SELECT count(DISTINCT chunk_id) FROM %s',
+		(SELECT reltoastrelid::regclass FROM pg_class WHERE oid = 'bench_stored'::regclass))
+		INTO chunks;
+	IF chunks <> 3 OR EXISTS (SELECT FROM bench_stored WHERE pg_column_compression(a) IS NULL) THEN
+		RAISE EXCEPTION 'bench_stored: % values in the TOAST table, not 3, or one is not compressed', chunks;
+	END IF;
+END
+$do$;
 
 -- Before timing anything: both contenders of every case compute the same
 -- thing, and the inputs are what they claim to be.  Any failure stops the
@@ -137,6 +161,9 @@ BEGIN
 		IF hx_diff(d.a, d.acopy) <> '[]' OR d.a <> d.acopy THEN
 			RAISE EXCEPTION '%: acopy is not equal to a', d.label;
 		END IF;
+		IF hx_diff(d.a, d.ascaled) <> '[]' OR d.a <> d.ascaled OR d.a::text = d.ascaled::text THEN
+			RAISE EXCEPTION '%: ascaled is not equal to a, or not written differently', d.label;
+		END IF;
 	END LOOP;
 END
 $do$;
@@ -147,6 +174,7 @@ DECLARE
 	a jsonb;					-- in memory
 	a2 jsonb;
 	ac jsonb;
+	a3 jsonb;					-- ascaled
 	sa jsonb;					-- as stored: the TOAST pointer
 	bytes int;
 	item jsonb := bench_item();
@@ -157,11 +185,12 @@ DECLARE
 	t1 timestamptz;
 BEGIN
 	-- ARRAY[x] detoasts and decompresses x (construct_md_array never keeps
-	-- a TOAST pointer), so a, a2 and ac hold plain datums, byte for byte
-	-- the stored ones.  Check both forms, since everything below relies on
-	-- them: a plain datum has its full size and no compression, a TOAST
-	-- pointer of a compressed value reports the compressed size.
-	SELECT (ARRAY[d.a])[1], d.a, d.bytes INTO a, sa, bytes FROM bench_docs d WHERE d.label = lbl;
+	-- a TOAST pointer), so a, a2, ac and a3 hold plain datums, byte for
+	-- byte the stored ones.  Check both forms, since everything below
+	-- relies on them: a plain datum has its full size and no compression;
+	-- sa, still compressed (inline or TOASTed), reports the compressed size.
+	SELECT (ARRAY[d.a])[1], d.bytes INTO a, bytes FROM bench_docs d WHERE d.label = lbl;
+	SELECT s.a INTO sa FROM bench_stored s WHERE s.label = lbl;
 	IF a IS NULL THEN
 		RAISE EXCEPTION 'no document %', lbl;
 	END IF;
@@ -169,10 +198,15 @@ BEGIN
 		RAISE EXCEPTION 'document % is not held plain (% of % bytes, compression %)',
 			lbl, pg_column_size(a), bytes, pg_column_compression(a);
 	END IF;
+	IF contender LIKE 'st\_%' AND pg_column_size(sa) >= bytes THEN
+		RAISE EXCEPTION 'document % is not held compressed (% of % bytes)', lbl, pg_column_size(sa), bytes;
+	END IF;
 	IF contender = 'hx_diff_edit' THEN
 		SELECT (ARRAY[d.a2])[1] INTO a2 FROM bench_docs d WHERE d.label = lbl;
 	ELSIF contender IN ('hx_diff_same', 'walk') THEN
 		SELECT (ARRAY[d.acopy])[1] INTO ac FROM bench_docs d WHERE d.label = lbl;
+	ELSIF contender IN ('hx_diff_scaled', 'walk_scaled') THEN
+		SELECT (ARRAY[d.ascaled])[1] INTO a3 FROM bench_docs d WHERE d.label = lbl;
 	END IF;
 	w := jsonb_build_array(
 		jsonb_build_object('op', 'append', 'path', '/messages', 'items', jsonb_build_array(item)),
@@ -213,6 +247,14 @@ BEGIN
 		WHEN 'walk' THEN
 			FOR i IN 1..n LOOP
 				eq := (a = ac);
+			END LOOP;
+		WHEN 'hx_diff_scaled' THEN
+			FOR i IN 1..n LOOP
+				r := pg_column_size(hx_diff(a, a3));
+			END LOOP;
+		WHEN 'walk_scaled' THEN
+			FOR i IN 1..n LOOP
+				eq := (a = a3);
 			END LOOP;
 		-- as stored: every call detoasts sa
 		WHEN 'st_detoast' THEN

@@ -207,3 +207,5 @@ SELECT jsonb_array_length(hx_merge('{}', jsonb_build_array(jsonb_build_object('o
 
 SELECT proname, provolatile, proisstrict, proparallel, obj_description(oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc WHERE proname = 'hx_merge';
+
+DROP TABLE sessions;

@@ -275,4 +275,8 @@ extern char *hx_guard_value_text(Relation rel, AttrNumber attnum,
 /* phase.c */
 extern void hx_phase_init(void);
 
+/* hxstate.c, stream.c */
+extern Oid	hx_extension_namespace(void);
+extern double hx_notify_queue_threshold;
+
 #endif							/* HXSTATE_H */

@@ -109,7 +109,6 @@ load_machines(void)
 	{
 		Oid			nspoid;
 		const char *nsp;
-		bool		isnull;
 		char	   *query;
 
 		invals = cache_invals;
@@ -126,13 +125,7 @@ load_machines(void)
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 
-		/* the extension's schema (get_extension_schema is static in 15) */
-		if (SPI_execute("SELECT e.extnamespace FROM pg_catalog.pg_extension e"
-						" WHERE e.extname = 'hxstate'", true, 1) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "extension \"hxstate\" is not installed");
-		nspoid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-												SPI_tuptable->tupdesc, 1, &isnull));
+		nspoid = hx_extension_namespace();
 		nsp = quote_identifier(get_namespace_name(nspoid));
 		machine_relid = get_relname_relid("hx_machine", nspoid);
 		transition_relid = get_relname_relid("hx_transition", nspoid);

@@ -1,0 +1,203 @@
+--
+-- hx_stream: every committed change as an AG-UI event, logged and notified
+--
+
+CREATE TABLE sessions (session_id text PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}', note text);
+CREATE TRIGGER sessions_stream AFTER INSERT OR UPDATE OR DELETE ON sessions
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id');
+
+-- events without their timestamp, which changes from run to run
+CREATE VIEW events AS
+	SELECT stream, seq, type, event - 'timestamp' AS event FROM hx_event;
+
+-- INSERT: a snapshot; UPDATE: a delta (hx_diff, arrays appended as "/-")
+INSERT INTO sessions (session_id, state) VALUES ('s-1', '{"notes": [], "count": 0}');
+UPDATE sessions SET state = hx_merge(state, '[{"op": "append", "path": "/notes", "items": ["a", "b"]},
+	{"op": "increment", "path": "/count", "by": 2}]');
+-- no change to the state, no event: the same value, or other columns
+UPDATE sessions SET state = state;
+UPDATE sessions SET state = '{"count": 2.0, "notes": ["a", "b"]}';
+UPDATE sessions SET note = 'not state';
+-- a DELETE ends the stream
+DELETE FROM sessions;
+SELECT * FROM events ORDER BY stream, seq;
+
+-- a later row with the same key continues the stream's seq
+INSERT INTO sessions (session_id) VALUES ('s-1');
+-- changing the key ends one stream and starts another
+UPDATE sessions SET session_id = 's-2';
+SELECT * FROM events WHERE seq > 3 OR stream = 'sessions:s-2' ORDER BY stream, seq;
+
+-- the timestamp is AG-UI's: integer milliseconds since the epoch, now
+SELECT count(*) AS events,
+	   bool_and(jsonb_typeof(e.event->'timestamp') = 'number'
+				AND (e.event->>'timestamp') !~ '[.eE]'
+				AND abs((e.event->>'timestamp')::numeric - extract(epoch FROM clock_timestamp()) * 1000) < 600000) AS ms_now,
+	   bool_and(e.event->'metadata' = jsonb_build_object('stream', e.stream, 'seq', e.seq)) AS metadata
+  FROM hx_event e;
+
+-- a NULL state is JSON null; a NULL key has no stream
+CREATE TABLE loose (k int UNIQUE, state jsonb);
+CREATE TRIGGER loose_stream AFTER INSERT OR UPDATE OR DELETE ON loose
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'k');
+INSERT INTO loose VALUES (1, NULL), (NULL, '{"lost": true}');
+UPDATE loose SET state = '{"a": 1}' WHERE k = 1;
+UPDATE loose SET state = NULL WHERE k = 1;
+SELECT * FROM events WHERE stream LIKE 'loose:%' ORDER BY seq;
+
+-- options: arrays mode, another stream name
+CREATE TABLE runs (id bigint PRIMARY KEY, state jsonb NOT NULL);
+CREATE TRIGGER runs_stream AFTER INSERT OR UPDATE ON runs
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id', 'arrays=index', 'stream=run', 'payload=ref');
+INSERT INTO runs VALUES (42, '{"todo": [{"done": false}, {"done": false}]}');
+UPDATE runs SET state = jsonb_set(state, '{todo,1,done}', 'true');
+SELECT * FROM events WHERE stream LIKE 'run:%' ORDER BY seq;
+
+-- seq stays gap-free through savepoints that roll back
+BEGIN;
+UPDATE runs SET state = hx_merge(state, '[{"op": "replace", "path": "/step", "value": 1}]');
+SAVEPOINT before_two;
+UPDATE runs SET state = hx_merge(state, '[{"op": "replace", "path": "/step", "value": 2}]');
+ROLLBACK TO SAVEPOINT before_two;
+UPDATE runs SET state = hx_merge(state, '[{"op": "replace", "path": "/step", "value": 3}]');
+COMMIT;
+SELECT seq, event->'delta' AS delta FROM hx_event WHERE stream = 'run:42' ORDER BY seq;
+
+--
+-- Reading a stream: (state, seq) in one snapshot, then the events after seq
+--
+SELECT * FROM hx_stream_snapshot('runs', '42');
+SELECT * FROM hx_stream_snapshot('sessions', 's-2');
+SELECT * FROM hx_stream_snapshot('sessions', 's-1');
+SELECT * FROM hx_stream_snapshot('sessions', 'never');
+-- replaying the log from 0 rebuilds the state exactly
+WITH RECURSIVE replay AS (
+	SELECT 0::bigint AS seq, NULL::jsonb AS state
+	UNION ALL
+	SELECT e.seq, CASE e.event->>'type'
+	                  WHEN 'STATE_SNAPSHOT' THEN e.event->'snapshot'
+	                  WHEN 'STATE_DELTA' THEN hx_patch(r.state, e.event->'delta') END
+	  FROM replay r JOIN hx_event e ON e.stream = 'run:42' AND e.seq = r.seq + 1)
+SELECT (SELECT state FROM replay ORDER BY seq DESC LIMIT 1) = (SELECT state FROM runs) AS replay_equals_row;
+SELECT seq, event->>'type' AS type FROM hx_stream_events('sessions:s-1', 2);
+SELECT seq FROM hx_stream_events('sessions:s-1', 0, 2);
+SELECT count(*) FROM hx_stream_events('nobody', 0);
+
+-- channels: one per stream, within the 63 bytes of an identifier
+SELECT hx_stream_channel('sessions:s-42');
+SELECT hx_stream_channel(s) AS channel, octet_length(hx_stream_channel(s)) AS bytes
+  FROM (VALUES ('sessions:' || repeat('k', 60)), ('sessions:' || repeat('ключ', 20))) v(s);
+SELECT hx_stream_channel('sessions:' || repeat('k', 60) || 'a') <> hx_stream_channel('sessions:' || repeat('k', 60) || 'b') AS distinct_channels;
+
+-- trimming keeps the last event of every stream: a resuming client that
+-- finds its next seq gone reads the snapshot again
+SELECT hx_stream_trim('0 seconds', 'sessions:s-1') AS trimmed;
+SELECT stream, seq FROM hx_event WHERE stream LIKE 'sessions:%' ORDER BY stream, seq;
+SELECT hx_stream_trim('1 day') AS nothing_that_young;
+
+--
+-- Errors
+--
+\pset tuples_only on
+\pset format unaligned
+CREATE TABLE misuse (id int PRIMARY KEY, doc jsonb, tag text, dup int);
+INSERT INTO misuse VALUES (1, '{}', 't', 1);
+CREATE TRIGGER before_row BEFORE UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'id');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER before_row ON misuse;
+CREATE TRIGGER per_statement AFTER UPDATE ON misuse FOR EACH STATEMENT EXECUTE FUNCTION hx_stream('doc', 'id');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER per_statement ON misuse;
+CREATE TRIGGER one_arg AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER one_arg ON misuse;
+CREATE TRIGGER not_jsonb AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('tag', 'id');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER not_jsonb ON misuse;
+CREATE TRIGGER no_column AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'nope');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER no_column ON misuse;
+CREATE TRIGGER not_unique AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'dup');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER not_unique ON misuse;
+CREATE TRIGGER bad_option AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'id', 'arrays=index', 'color=red');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER bad_option ON misuse;
+CREATE TRIGGER bad_payload AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'id', 'payload=all');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER bad_payload ON misuse;
+CREATE TRIGGER bad_arrays AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'id', 'arrays=diff');
+SELECT err($$UPDATE misuse SET doc = '[]'$$);
+DROP TRIGGER bad_arrays ON misuse;
+SELECT err($$SELECT * FROM hx_stream_snapshot('misuse', '1')$$);
+CREATE TRIGGER s1 AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'id');
+CREATE TRIGGER s2 AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'id', 'stream=other');
+SELECT err($$SELECT * FROM hx_stream_snapshot('misuse', '1')$$);
+SELECT err($$SELECT * FROM hx_stream_snapshot('runs', 'not a number')$$);
+\pset tuples_only off
+\pset format aligned
+
+--
+-- Privileges: the log is written as the table's owner
+--
+CREATE ROLE regress_hx_owner;
+CREATE ROLE regress_hx_app;
+CREATE ROLE regress_hx_reader;
+GRANT CREATE ON SCHEMA public TO regress_hx_owner;
+GRANT USAGE ON SCHEMA public TO regress_hx_app, regress_hx_reader;
+SET ROLE regress_hx_owner;
+CREATE TABLE owned (id text PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}');
+CREATE TRIGGER owned_stream AFTER INSERT OR UPDATE OR DELETE ON owned
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id');
+GRANT SELECT, INSERT, UPDATE ON owned TO regress_hx_app;
+GRANT SELECT ON owned TO regress_hx_reader;
+\pset tuples_only on
+\pset format unaligned
+-- an owner without privileges on the log cannot stream
+SELECT err($$INSERT INTO owned VALUES ('a')$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+GRANT SELECT, INSERT ON hx_event TO regress_hx_owner;
+-- an application role that writes the table needs nothing on the log,
+-- and cannot write the log itself
+SET ROLE regress_hx_app;
+INSERT INTO owned VALUES ('a'), ('b');
+UPDATE owned SET state = hx_merge(state, '[{"op": "replace", "path": "/secret", "value": "only a"}]') WHERE id = 'a';
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$INSERT INTO hx_event VALUES ('owned:a', 99, 'STATE_DELTA', '{}')$$);
+SELECT err($$SELECT * FROM hx_event$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+SELECT stream, seq, type FROM hx_event WHERE stream LIKE 'owned:%' ORDER BY stream, seq;
+
+-- row-level security on the log: a reader sees the streams a policy allows
+GRANT SELECT ON hx_event TO regress_hx_reader;
+ALTER TABLE hx_event ENABLE ROW LEVEL SECURITY;
+CREATE POLICY reader_sees_b ON hx_event FOR SELECT TO regress_hx_reader
+	USING (stream = 'owned:b');
+CREATE POLICY owner_writes ON hx_event TO regress_hx_owner USING (true) WITH CHECK (true);
+SET ROLE regress_hx_reader;
+SELECT seq, event->>'type' AS type FROM hx_stream_events('owned:a');
+SELECT seq, event->>'type' AS type FROM hx_stream_events('owned:b');
+RESET ROLE;
+-- the owner still writes under row-level security, through its policy
+SET ROLE regress_hx_app;
+UPDATE owned SET state = '{"b": 1}' WHERE id = 'b';
+RESET ROLE;
+SET ROLE regress_hx_reader;
+SELECT seq, event->'delta' AS delta FROM hx_stream_events('owned:b');
+RESET ROLE;
+
+ALTER TABLE hx_event DISABLE ROW LEVEL SECURITY;
+DROP POLICY reader_sees_b ON hx_event;
+DROP POLICY owner_writes ON hx_event;
+DROP TABLE owned;
+REVOKE ALL ON hx_event FROM regress_hx_owner, regress_hx_reader;
+REVOKE ALL ON SCHEMA public FROM regress_hx_owner, regress_hx_app, regress_hx_reader;
+DROP ROLE regress_hx_owner, regress_hx_app, regress_hx_reader;
+DROP VIEW events;
+DROP TABLE sessions, loose, runs, misuse;
+DELETE FROM hx_event;

@@ -1,0 +1,760 @@
+/*-------------------------------------------------------------------------
+ *
+ * stream.c
+ *	  Every committed change of a row's state, streamed to LISTEN clients as
+ *	  AG-UI events that a client can resume without gaps:
+ *
+ *	  hx_stream(state_column, key_column [, option ...])	AFTER INSERT OR
+ *			UPDATE OR DELETE FOR EACH ROW trigger
+ *	  hx_stream_snapshot(table, key)	a stream's (stream, seq, state), read
+ *			in one snapshot
+ *	  hx_stream_channel(stream)			the LISTEN channel of a stream
+ *
+ * Each row is one stream, named "<table>:<key>".  INSERT emits
+ * STATE_SNAPSHOT, UPDATE emits STATE_DELTA (the hx_diff of the old and new
+ * state; an UPDATE that changes nothing emits nothing), DELETE emits a
+ * CUSTOM "hx.stream_end" event; an UPDATE of the key ends one stream and
+ * starts another.  Every event carries metadata {stream, seq}: seq starts
+ * at 1 and has no gaps, because it is the stream's last seq in the event
+ * log plus one, read while the row lock serialises the stream's writers,
+ * and the log row commits or aborts with the change itself.
+ *
+ * The event log (hx_event) is the source of truth; NOTIFY is the fast path.
+ * The payload is the event when it is shorter than NOTIFY's limit, else a
+ * reference the client resolves from the log; "payload=ref" sends only
+ * references, for state that must not reach every role that can LISTEN.
+ * When pg_notification_queue_usage() passes hxstate.notify_queue_threshold
+ * the trigger stops notifying, rather than letting a stuck listener make
+ * writers' commits fail, and clients catch up from the log.
+ *
+ * The log is written with the privileges of the table's owner, as core's
+ * foreign-key triggers check with the privileges of the table's owner:
+ * roles that write the table need no privilege on the log, and only roles
+ * the administrator grants INSERT on it can write events.
+ *
+ * src/stream.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "commands/trigger.h"
+#include "common/md5.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgrprotos.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/typcache.h"
+
+#include "hxstate.h"
+
+/* async.c's NOTIFY_PAYLOAD_MAX_LENGTH: a payload must be shorter */
+#define HX_NOTIFY_PAYLOAD_MAX	8000
+
+/* Events are turned into text to see whether they fit only below this */
+#define HX_NOTIFY_TRY_TEXT		(4 * HX_NOTIFY_PAYLOAD_MAX)
+
+double		hx_notify_queue_threshold = 0.5;
+
+typedef enum PayloadMode
+{
+	PAYLOAD_AUTO,				/* the event if it fits, else a reference */
+	PAYLOAD_REF,				/* references only */
+	PAYLOAD_NONE				/* no NOTIFY; clients read the log */
+} PayloadMode;
+
+/* A stream trigger's arguments, parsed (shared by hx_stream_snapshot) */
+typedef struct StreamArgs
+{
+	Oid			tgoid;
+	AttrNumber	state_attnum;
+	AttrNumber	key_attnum;
+	Oid			key_typid;
+	Oid			key_typoutput;
+	HxArrayMode mode;
+	PayloadMode payload;
+	char	   *prefix;			/* streams are "<prefix>:<key>" */
+} StreamArgs;
+
+static SPIPlanPtr seq_plan = NULL;
+static SPIPlanPtr insert_plan = NULL;
+static Oid	event_relid = InvalidOid;
+
+/* ---------------------------------------------------------------------
+ * Streams and channels
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The channel of a stream: "hx:<stream>" when that fits in an identifier
+ * (NAMEDATALEN - 1 bytes), else "hx:<as much of the stream as fits>#<16
+ * hex digits of its MD5>", so that long keys still get channels of their
+ * own.  hx_stream_channel() gives clients the same name.
+ */
+static char *
+stream_channel(const char *stream)
+{
+	int			len = strlen(stream);
+	char		md5[33];		/* 32 hex digits */
+	const char *errstr = NULL;
+	int			keep;
+
+	if (3 + len <= NAMEDATALEN - 1)
+		return psprintf("hx:%s", stream);
+	if (!pg_md5_hash(stream, len, md5, &errstr))
+		elog(ERROR, "could not compute MD5 hash: %s", errstr);
+	keep = pg_mbcliplen(stream, len, NAMEDATALEN - 1 - 3 - 1 - 16);
+	return psprintf("hx:%.*s#%.16s", keep, stream, md5);
+}
+
+PG_FUNCTION_INFO_V1(hx_stream_channel);
+
+Datum
+hx_stream_channel(PG_FUNCTION_ARGS)
+{
+	char	   *stream = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	PG_RETURN_TEXT_P(cstring_to_text(stream_channel(stream)));
+}
+
+/* ---------------------------------------------------------------------
+ * Arguments
+ * ---------------------------------------------------------------------
+ */
+
+/* Is there a unique index on exactly this one column? */
+static bool
+has_unique_index(Relation rel, AttrNumber attnum)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	bool		found = false;
+
+	foreach(lc, indexes)
+	{
+		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		Form_pg_index idx;
+
+		if (!HeapTupleIsValid(tup))
+			continue;
+		idx = (Form_pg_index) GETSTRUCT(tup);
+		if (idx->indisunique && idx->indimmediate && idx->indnkeyatts == 1 &&
+			idx->indkey.values[0] == attnum &&
+			heap_attisnull(tup, Anum_pg_index_indpred, NULL))
+			found = true;
+		ReleaseSysCache(tup);
+		if (found)
+			break;
+	}
+	list_free(indexes);
+	return found;
+}
+
+/*
+ * Parse trigger tg's arguments on rel: state column, key column, then
+ * options "arrays=append|replace|index", "payload=auto|ref|none" and
+ * "stream=<name>".  The result is allocated in cxt.
+ */
+static StreamArgs *
+parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
+{
+	StreamArgs *args = MemoryContextAllocZero(cxt, sizeof(StreamArgs));
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		isvarlena;
+	int			i;
+
+	if (tg->tgnargs < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" must name a state column and a key column",
+						tg->tgname),
+				 errhint("EXECUTE FUNCTION hx_stream('state', 'session_id') streams column \"state\" of each row, keyed by \"session_id\".")));
+
+	args->state_attnum = hx_guard_column(rel, tg->tgargs[0]);
+	if (TupleDescAttr(desc, args->state_attnum - 1)->atttypid != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of relation \"%s\" is of type %s, not jsonb",
+						tg->tgargs[0], RelationGetRelationName(rel),
+						format_type_be(TupleDescAttr(desc, args->state_attnum - 1)->atttypid)),
+				 errdetail("Trigger \"%s\" streams it as agent state.", tg->tgname)));
+
+	args->key_attnum = hx_guard_column(rel, tg->tgargs[1]);
+	args->key_typid = TupleDescAttr(desc, args->key_attnum - 1)->atttypid;
+	getTypeOutputInfo(args->key_typid, &args->key_typoutput, &isvarlena);
+	if (!has_unique_index(rel, args->key_attnum))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+				 errmsg("column \"%s\" of relation \"%s\" has no unique index",
+						tg->tgargs[1], RelationGetRelationName(rel)),
+				 errdetail("Trigger \"%s\" names one stream per key, so the key must be unique.",
+						   tg->tgname),
+				 errhint("Stream by the primary key, or add a unique constraint on the key column.")));
+
+	args->mode = HX_ARRAYS_APPEND;
+	args->payload = PAYLOAD_AUTO;
+	args->prefix = MemoryContextStrdup(cxt, RelationGetRelationName(rel));
+	for (i = 2; i < tg->tgnargs; i++)
+	{
+		const char *opt = tg->tgargs[i];
+		const char *eq = strchr(opt, '=');
+		const char *value = eq ? eq + 1 : "";
+		int			namelen = eq ? eq - opt : strlen(opt);
+
+		if (namelen == 6 && strncmp(opt, "arrays", 6) == 0)
+			args->mode = hx_parse_array_mode(value);
+		else if (namelen == 7 && strncmp(opt, "payload", 7) == 0)
+		{
+			if (strcmp(value, "auto") == 0)
+				args->payload = PAYLOAD_AUTO;
+			else if (strcmp(value, "ref") == 0)
+				args->payload = PAYLOAD_REF;
+			else if (strcmp(value, "none") == 0)
+				args->payload = PAYLOAD_NONE;
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_HX_MALFORMED),
+						 errmsg("unrecognized payload mode \"%s\" in trigger \"%s\"",
+								value, tg->tgname),
+						 errhint("The payload mode must be auto, ref or none.")));
+		}
+		else if (namelen == 6 && strncmp(opt, "stream", 6) == 0 && value[0] != '\0')
+			args->prefix = MemoryContextStrdup(cxt, value);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_MALFORMED),
+					 errmsg("unrecognized option \"%s\" in trigger \"%s\"",
+							opt, tg->tgname),
+					 errhint("Options are arrays=append|replace|index, payload=auto|ref|none and stream=<name>.")));
+	}
+	args->tgoid = tg->tgoid;
+	return args;
+}
+
+/* The stream of a row: "<prefix>:<key>", or NULL when the key is NULL */
+static char *
+row_stream(StreamArgs *args, HeapTuple tuple, TupleDesc desc)
+{
+	bool		isnull;
+	Datum		key = heap_getattr(tuple, args->key_attnum, desc, &isnull);
+
+	if (isnull)
+		return NULL;
+	return psprintf("%s:%s", args->prefix,
+					OidOutputFunctionCall(args->key_typoutput, key));
+}
+
+/* ---------------------------------------------------------------------
+ * The event log
+ * ---------------------------------------------------------------------
+ */
+
+/* Prepare the log's two statements once per backend (under SPI) */
+static void
+prepare_plans(void)
+{
+	Oid			nspoid;
+	const char *nsp;
+	Oid			seqtypes[1] = {TEXTOID};
+	Oid			instypes[4] = {TEXTOID, INT8OID, TEXTOID, JSONBOID};
+	SPIPlanPtr	plan;
+
+	if (seq_plan && insert_plan)
+		return;
+	nspoid = hx_extension_namespace();
+	nsp = quote_identifier(get_namespace_name(nspoid));
+	event_relid = get_relname_relid("hx_event", nspoid);
+
+	/* every name qualified: these run as the table owner, any search_path */
+	plan = SPI_prepare(psprintf("SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
+								" WHERE e.stream OPERATOR(pg_catalog.=) $1", nsp),
+					   1, seqtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	seq_plan = plan;
+
+	plan = SPI_prepare(psprintf("INSERT INTO %s.hx_event (stream, seq, type, event)"
+								" VALUES ($1, $2, $3, $4)", nsp),
+					   4, instypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	insert_plan = plan;
+}
+
+/*
+ * The stream's next seq.  Read with the latest snapshot, whatever the
+ * isolation level, so that the events of every committed transaction
+ * count; the stream's writers are serialised by the row lock (or, for a
+ * new row, by the key's unique index), so nothing can commit in between.
+ */
+static int64
+next_seq(const char *stream)
+{
+	Datum		values[1];
+	bool		isnull;
+	Datum		max;
+
+	values[0] = CStringGetTextDatum(stream);
+	if (SPI_execute_snapshot(seq_plan, values, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, false, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the last seq of stream \"%s\"", stream);
+	max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? 1 : DatumGetInt64(max) + 1;
+}
+
+static void
+log_event(const char *stream, int64 seq, const char *type, Jsonb *event)
+{
+	Datum		values[4];
+
+	values[0] = CStringGetTextDatum(stream);
+	values[1] = Int64GetDatum(seq);
+	values[2] = CStringGetTextDatum(type);
+	values[3] = JsonbPGetDatum(event);
+	if (SPI_execute_plan(insert_plan, values, NULL, false, 1) != SPI_OK_INSERT)
+		elog(ERROR, "could not log event %lld of stream \"%s\"",
+			 (long long) seq, stream);
+}
+
+/* ---------------------------------------------------------------------
+ * Events
+ * ---------------------------------------------------------------------
+ */
+
+static HxNode *
+int_node(int64 v)
+{
+	return hx_node_new_numeric(int64_to_numeric(v));
+}
+
+static HxNode *
+string_node(const char *s)
+{
+	return hx_node_new_string(s, strlen(s));
+}
+
+/* Milliseconds since the Unix epoch, as AG-UI's timestamp */
+static int64
+now_ms(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	return now / 1000 +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+}
+
+/*
+ * An AG-UI event {"type": type, <body members>, "timestamp": ms,
+ * "metadata": {"stream": stream, "seq": seq}} as jsonb.
+ */
+static Jsonb *
+build_event(const char *type, HxNode *body, const char *stream, int64 seq)
+{
+	HxNode	   *meta = hx_node_new_object(2);
+	HxNode	   *ev = body;
+
+	hx_object_set(meta, "seq", 3, int_node(seq));
+	hx_object_set(meta, "stream", 6, string_node(stream));
+	hx_object_set(ev, "type", 4, string_node(type));
+	hx_object_set(ev, "timestamp", 9, int_node(now_ms()));
+	hx_object_set(ev, "metadata", 8, meta);
+	return hx_node_to_jsonb(ev, 256, CurrentMemoryContext);
+}
+
+/* {"ref": true, "seq": n, "type": "...", "stream": "..."} */
+static char *
+ref_payload(const char *stream, int64 seq, const char *type)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"ref\": true, \"seq\": %lld, \"type\": ",
+					 (long long) seq);
+	escape_json(&buf, type);
+	appendStringInfoString(&buf, ", \"stream\": ");
+	escape_json(&buf, stream);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+static double
+notify_queue_usage(void)
+{
+	LOCAL_FCINFO(fcinfo, 0);
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetFloat8(pg_notification_queue_usage(fcinfo));
+}
+
+static void
+notify_event(StreamArgs *args, const char *stream, int64 seq,
+			 const char *type, Jsonb *event)
+{
+	char	   *payload = NULL;
+
+	if (args->payload == PAYLOAD_NONE)
+		return;
+	if (notify_queue_usage() > hx_notify_queue_threshold)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("hx_stream: NOTIFY queue usage above hxstate.notify_queue_threshold, event %lld of stream \"%s\" is in the log only",
+								 (long long) seq, stream)));
+		return;
+	}
+	if (args->payload == PAYLOAD_AUTO && VARSIZE(event) < HX_NOTIFY_TRY_TEXT)
+	{
+		payload = JsonbToCString(NULL, &event->root, VARSIZE(event));
+		if (strlen(payload) >= HX_NOTIFY_PAYLOAD_MAX)
+			payload = NULL;
+	}
+	if (payload == NULL)
+		payload = ref_payload(stream, seq, type);
+	Async_Notify(stream_channel(stream), payload);
+}
+
+/* Log and notify one event of stream; body gets the common members */
+static void
+emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
+{
+	int64		seq = next_seq(stream);
+	Jsonb	   *event = build_event(type, body, stream, seq);
+
+	log_event(stream, seq, type, event);
+	notify_event(args, stream, seq, type, event);
+}
+
+static Jsonb *
+state_jsonb(HeapTuple tuple, TupleDesc desc, AttrNumber attnum)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, attnum, desc, &isnull);
+	HxNode		null;
+
+	if (!isnull)
+		return DatumGetJsonbP(d);
+	/* a NULL state is JSON null to clients */
+	null.kind = HX_SCALAR;
+	null.u.scalar.type = jbvNull;
+	return hx_node_to_jsonb(&null, 16, CurrentMemoryContext);
+}
+
+static void
+emit_snapshot(StreamArgs *args, const char *stream, Jsonb *state)
+{
+	HxNode	   *body = hx_node_new_object(5);
+
+	hx_object_set(body, "snapshot", 8, hx_node_from_jsonb(state));
+	emit(args, stream, "STATE_SNAPSHOT", body);
+}
+
+static void
+emit_end(StreamArgs *args, const char *stream, const char *reason,
+		 const char *next)
+{
+	HxNode	   *body = hx_node_new_object(5);
+	HxNode	   *value = hx_node_new_object(2);
+
+	hx_object_set(value, "reason", 6, string_node(reason));
+	if (next)
+		hx_object_set(value, "next", 4, string_node(next));
+	hx_object_set(body, "name", 4, string_node("hx.stream_end"));
+	hx_object_set(body, "value", 5, value);
+	emit(args, stream, "CUSTOM", body);
+}
+
+/* ---------------------------------------------------------------------
+ * The trigger
+ * ---------------------------------------------------------------------
+ */
+
+static void
+check_log_privileges(Relation rel)
+{
+	Oid			owner = rel->rd_rel->relowner;
+
+	if (pg_class_aclcheck(event_relid, owner, ACL_SELECT | ACL_INSERT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("owner of relation \"%s\" may not write the hxstate event log",
+						RelationGetRelationName(rel)),
+				 errdetail("hx_stream writes events with the privileges of the table's owner, role \"%s\".",
+						   GetUserNameFromId(owner, false)),
+				 errhint("GRANT SELECT, INSERT ON %s.hx_event TO %s;",
+						 quote_identifier(get_namespace_name(get_rel_namespace(event_relid))),
+						 quote_identifier(GetUserNameFromId(owner, false)))));
+}
+
+PG_FUNCTION_INFO_V1(hx_stream);
+
+Datum
+hx_stream(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata;
+	TriggerEvent ev;
+	Relation	rel;
+	TupleDesc	desc;
+	StreamArgs *args;
+	MemoryContext workcxt;
+	MemoryContext oldcxt;
+	Oid			save_userid;
+	int			save_sec_context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be called as a trigger", "hx_stream")));
+	trigdata = (TriggerData *) fcinfo->context;
+	ev = trigdata->tg_event;
+	rel = trigdata->tg_relation;
+	desc = RelationGetDescr(rel);
+	if (!TRIGGER_FIRED_FOR_ROW(ev) || !TRIGGER_FIRED_AFTER(ev) ||
+		TRIGGER_FIRED_BY_TRUNCATE(ev))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" must be AFTER INSERT OR UPDATE OR DELETE FOR EACH ROW",
+						trigdata->tg_trigger->tgname),
+				 errdetail("A stream reports rows as they are stored, after every BEFORE trigger.")));
+
+	args = fcinfo->flinfo->fn_extra;
+	if (args == NULL || args->tgoid != trigdata->tg_trigger->tgoid)
+	{
+		args = parse_stream_args(rel, trigdata->tg_trigger,
+								 fcinfo->flinfo->fn_mcxt);
+		fcinfo->flinfo->fn_extra = args;
+	}
+
+	workcxt = AllocSetContextCreate(CurrentMemoryContext, "hx_stream",
+									ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(workcxt);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	prepare_plans();
+	check_log_privileges(rel);
+
+	/* write the log as the table's owner; an error restores the user */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(rel->rd_rel->relowner,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+
+	if (TRIGGER_FIRED_BY_INSERT(ev))
+	{
+		char	   *stream = row_stream(args, trigdata->tg_trigtuple, desc);
+
+		if (stream)
+			emit_snapshot(args, stream,
+						  state_jsonb(trigdata->tg_trigtuple, desc, args->state_attnum));
+	}
+	else if (TRIGGER_FIRED_BY_DELETE(ev))
+	{
+		char	   *stream = row_stream(args, trigdata->tg_trigtuple, desc);
+
+		if (stream)
+			emit_end(args, stream, "deleted", NULL);
+	}
+	else
+	{
+		HeapTuple	oldtup = trigdata->tg_trigtuple;
+		HeapTuple	newtup = trigdata->tg_newtuple;
+		char	   *oldstream = row_stream(args, oldtup, desc);
+		char	   *newstream = row_stream(args, newtup, desc);
+
+		if (oldstream && newstream && strcmp(oldstream, newstream) == 0)
+		{
+			bool		oldnull;
+			bool		newnull;
+			Datum		oldd = heap_getattr(oldtup, args->state_attnum, desc, &oldnull);
+			Datum		newd = heap_getattr(newtup, args->state_attnum, desc, &newnull);
+
+			/* the same bytes (or TOAST pointer): no change, no event */
+			if (oldnull != newnull ||
+				(!oldnull && !datumIsEqual(oldd, newd, false, -1)))
+			{
+				HxNode	   *delta = hx_diff_nodes(state_jsonb(oldtup, desc, args->state_attnum),
+												  state_jsonb(newtup, desc, args->state_attnum),
+												  args->mode);
+
+				if (delta->u.arr.n > 0)
+				{
+					HxNode	   *body = hx_node_new_object(5);
+
+					hx_object_set(body, "delta", 5, delta);
+					emit(args, oldstream, "STATE_DELTA", body);
+				}
+			}
+		}
+		else
+		{
+			/* the key changed: one stream ends, another starts */
+			if (oldstream)
+				emit_end(args, oldstream, "key_changed", newstream);
+			if (newstream)
+				emit_snapshot(args, newstream,
+							  state_jsonb(newtup, desc, args->state_attnum));
+		}
+	}
+
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	SPI_finish();
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(workcxt);
+	return PointerGetDatum(NULL);
+}
+
+/* ---------------------------------------------------------------------
+ * Reading a stream's state and seq
+ * ---------------------------------------------------------------------
+ */
+
+/* The hx_stream trigger of rel; an error unless there is exactly one */
+static Trigger *
+find_stream_trigger(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+	Trigger    *found = NULL;
+	int			i;
+
+	for (i = 0; td && i < td->numtriggers; i++)
+	{
+		Trigger    *tg = &td->triggers[i];
+		FmgrInfo	finfo;
+
+		fmgr_info(tg->tgfoid, &finfo);
+		if (finfo.fn_addr != hx_stream)
+			continue;
+		if (found)
+			ereport(ERROR,
+					(errcode(ERRCODE_AMBIGUOUS_PARAMETER),
+					 errmsg("relation \"%s\" has more than one hx_stream trigger",
+							RelationGetRelationName(rel))));
+		found = tg;
+	}
+	if (found == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("relation \"%s\" has no hx_stream trigger",
+						RelationGetRelationName(rel))));
+	return found;
+}
+
+/* "OPERATOR(schema.=)": the key type's equality, whatever the search_path */
+static char *
+equality_operator(Oid typid)
+{
+	TypeCacheEntry *tce = lookup_type_cache(typid, TYPECACHE_EQ_OPR);
+	HeapTuple	tup;
+	Form_pg_operator op;
+	char	   *result;
+
+	if (!OidIsValid(tce->eq_opr))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("could not identify an equality operator for type %s",
+						format_type_be(typid))));
+	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(tce->eq_opr));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", tce->eq_opr);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	result = psprintf("OPERATOR(%s.%s)",
+					  quote_identifier(get_namespace_name(op->oprnamespace)),
+					  NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return result;
+}
+
+PG_FUNCTION_INFO_V1(hx_stream_snapshot);
+
+/*
+ * hx_stream_snapshot(source regclass, key text) -> (stream, seq, state):
+ * the row's state and the seq of the last event, in one snapshot, so that
+ * applying the events after seq to state always gives the current state.
+ * Runs with the caller's privileges: row-level security on the table and
+ * on the log applies.  A missing row gives a NULL state.
+ */
+Datum
+hx_stream_snapshot(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	Relation	rel;
+	StreamArgs *args;
+	TupleDesc	resultdesc;
+	char	   *stream;
+	char	   *query;
+	Oid			argtypes[2];
+	Datum		values[2];
+	Oid			typinput;
+	Oid			typioparam;
+	Datum		result[3];
+	bool		nulls[3] = {false, false, false};
+	const char *nsp;
+
+	if (get_call_result_type(fcinfo, NULL, &resultdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	rel = table_open(relid, AccessShareLock);
+	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
+	stream = psprintf("%s:%s", args->prefix, key);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	nsp = quote_identifier(get_namespace_name(hx_extension_namespace()));
+	query = psprintf("SELECT (SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
+					 "         WHERE e.stream OPERATOR(pg_catalog.=) $1),"
+					 "       (SELECT t.%s FROM %s.%s t WHERE t.%s %s $2)",
+					 nsp,
+					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->state_attnum - 1)->attname)),
+					 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
+					 quote_identifier(RelationGetRelationName(rel)),
+					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->key_attnum - 1)->attname)),
+					 equality_operator(args->key_typid));
+	argtypes[0] = TEXTOID;
+	argtypes[1] = args->key_typid;
+	values[0] = CStringGetTextDatum(stream);
+	getTypeInputInfo(args->key_typid, &typinput, &typioparam);
+	values[1] = OidInputFunctionCall(typinput, key, typioparam, -1);
+
+	/* one statement, one snapshot: the state and the seq that match */
+	if (SPI_execute_with_args(query, 2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read stream \"%s\"", stream);
+
+	result[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);
+	result[2] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &nulls[2]);
+	if (nulls[1])
+	{
+		/* no event yet: seq 0, before the first */
+		result[1] = Int64GetDatum(0);
+		nulls[1] = false;
+	}
+	if (!nulls[2])
+		result[2] = SPI_datumTransfer(result[2], false, -1);
+	SPI_finish();
+	table_close(rel, AccessShareLock);
+	result[0] = CStringGetTextDatum(stream);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(resultdesc),
+													  result, nulls)));
+}

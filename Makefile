@@ -19,7 +19,7 @@ DATA = \
 	sql/hxstate--0.2.0--0.3.0.sql \
 	sql/hxstate--0.3.0--0.4.0.sql
 
-REGRESS = setup patch merge diff guard phase stream
+REGRESS = setup patch merge diff guard phase stream sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
 ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify

@@ -157,7 +157,7 @@ hx_parse_op_name(JsonbContainer *op, HxOpCtx *ctx, const char *const *names,
 
 	for (i = 0; i < nnames; i++)
 	{
-		if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0)
+		if (strlen(names[i]) == (size_t) len && memcmp(names[i], name, len) == 0)
 		{
 			ctx->op = names[i];
 			return i;

@@ -218,7 +218,7 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 		const char *opt = tg->tgargs[i];
 		const char *eq = strchr(opt, '=');
 		const char *value = eq ? eq + 1 : "";
-		int			namelen = eq ? eq - opt : strlen(opt);
+		int			namelen = eq ? (int) (eq - opt) : (int) strlen(opt);
 
 		if (namelen == 6 && strncmp(opt, "arrays", 6) == 0)
 			args->mode = hx_parse_array_mode(value);

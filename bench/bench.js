@@ -268,7 +268,7 @@ What the numbers include:
     counterpart is the in-memory hx_diff(a, a2) of case c: the same
     documents, already detoasted.  Node builds its patch as JS objects,
     hx_diff encodes it as a jsonb datum; both are included.  Node's samples
-    vary the most (garbage collection), hence the fastest-sample line.
+    vary with its garbage collector, hence the fastest-sample line.
   - A spread is (max - min) / median of a contender's samples; "worst PG
     spread" is that of the noisiest PostgreSQL contender at that size.`);
 

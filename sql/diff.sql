@@ -64,3 +64,15 @@ SELECT hx_diff(NULL, '{}') IS NULL AS null_old, hx_diff('{}', '{}', NULL) IS NUL
 
 SELECT proname, provolatile, proisstrict, proparallel, obj_description(oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc WHERE proname = 'hx_diff';
+
+-- nested deeper than hx_diff descends (1,024 levels): the differing
+-- subtree is replaced whole, and the patch still applies
+CREATE TABLE deep_pair AS
+	SELECT (repeat('{"a": ', 5000) || '1' || repeat('}', 5000))::jsonb AS o,
+	       (repeat('{"a": ', 5000) || '2' || repeat('}', 5000))::jsonb AS n;
+SELECT jsonb_array_length(hx_diff(o, n)) AS ops,
+       length(hx_diff(o, n)->0->>'path') / 2 AS depth_of_replace,
+       hx_patch(o, hx_diff(o, n)) = n AS round_trip,
+       hx_diff(o, o) = '[]' AS equal_is_empty
+  FROM deep_pair;
+DROP TABLE deep_pair;

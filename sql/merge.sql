@@ -209,3 +209,13 @@ SELECT proname, provolatile, proisstrict, proparallel, obj_description(oid, 'pg_
   FROM pg_proc WHERE proname = 'hx_merge';
 
 DROP TABLE sessions;
+
+-- merge with null: a member is removed, an array element becomes null
+SELECT hx_merge('{"a": [1, 2], "b": 1}', '[{"op": "merge", "path": "/a/0", "value": null},
+	{"op": "merge", "path": "/b", "value": null}]');
+
+-- union and upsert of values nested deeper than hashes look
+SELECT jsonb_array_length(hx_merge(jsonb_build_object('s', jsonb_build_array(d)),
+	jsonb_build_array(jsonb_build_object('op', 'union', 'path', '/s', 'items', jsonb_build_array(d, d2)))) -> 's') AS deep_union
+  FROM (SELECT (repeat('[', 9000) || '1' || repeat(']', 9000))::jsonb AS d,
+               (repeat('[', 9000) || '2' || repeat(']', 9000))::jsonb AS d2) v;

@@ -37,11 +37,20 @@
 
 #include "hxstate.h"
 
+/*
+ * Below this depth a differing subtree is replaced whole instead of being
+ * descended into: the patch stays valid and the output deterministic, and
+ * documents nested as deep as jsonb allows diff without running out of
+ * stack.  Agent states are nowhere near it.
+ */
+#define HX_DIFF_MAX_DEPTH	1024
+
 typedef struct DiffState
 {
 	HxNode	   *ops;			/* the patch being built: an array of ops */
 	StringInfoData path;		/* pointer of the values being compared */
 	HxArrayMode mode;
+	int			depth;			/* of the values being compared */
 	uint32		steps;
 } DiffState;
 
@@ -353,16 +362,21 @@ diff_values(DiffState *st, JsonbValue *a, JsonbValue *b)
 		if (a->val.binary.len == b->val.binary.len &&
 			memcmp(ca, cb, a->val.binary.len) == 0)
 			return;
+		if (st->depth >= HX_DIFF_MAX_DEPTH)
+		{
+			if (!hx_container_equal(ca, a->val.binary.len, cb, b->val.binary.len))
+				emit(st, "replace", NULL, b);
+			return;
+		}
+		st->depth++;
 		if (JsonContainerIsObject(ca) && JsonContainerIsObject(cb))
-		{
 			diff_objects(st, ca, cb);
-			return;
-		}
-		if (JsonContainerIsArray(ca) && JsonContainerIsArray(cb))
-		{
+		else if (JsonContainerIsArray(ca) && JsonContainerIsArray(cb))
 			diff_arrays(st, ca, a->val.binary.len, cb, b->val.binary.len);
-			return;
-		}
+		else
+			emit(st, "replace", NULL, b);
+		st->depth--;
+		return;
 	}
 	else if (a->type == b->type && hx_scalar_equal(a, b))
 		return;
@@ -402,6 +416,7 @@ hx_diff_nodes(Jsonb *oldjb, Jsonb *newjb, HxArrayMode mode)
 	st.ops = hx_node_new_array(8);
 	initStringInfo(&st.path);
 	st.mode = mode;
+	st.depth = 0;
 	st.steps = 0;
 
 	root_value(oldjb, &a);

@@ -549,6 +549,26 @@ op_delete(HxNode **rootp, const HxPointer *path, const HxOpCtx *ctx)
 	(void) hx_remove_at(rootp, path, true, ctx);
 }
 
+/*
+ * replace and merge with a null value remove an object member (Helix's
+ * mergeCustomState, RFC 7386), missing or not; an array element and the
+ * root become null instead.  True when the op is done.
+ */
+static bool
+null_removes(HxNode **rootp, const HxPointer *path, HxNode *value,
+			 const HxOpCtx *ctx)
+{
+	HxNode	   *parent;
+
+	if (!is_null(value) || path->ntokens == 0)
+		return false;
+	parent = hx_lookup(*rootp, path, path->ntokens - 1, ctx);
+	if (parent != NULL && hx_node_shape(parent) == HXS_ARRAY)
+		return false;
+	op_delete(rootp, path, ctx);
+	return true;
+}
+
 /* RFC 6902 add, forgiving: missing parents are created, "-" creates an array */
 static void
 op_add(HxNode **rootp, const HxPointer *path, HxNode *value,
@@ -618,28 +638,16 @@ apply_merge_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx, void *arg)
 
 		case M_REPLACE:
 			value = hx_op_get_value(op, "value", ctx, true);
-			if (is_null(value) && path.ntokens > 0)
-			{
-				HxNode	   *parent = hx_lookup(*rootp, &path, path.ntokens - 1, ctx);
-
-				/* null removes an object member (Helix's mergeCustomState) */
-				if (parent == NULL || hx_node_shape(parent) != HXS_ARRAY)
-				{
-					op_delete(rootp, &path, ctx);
-					break;
-				}
-			}
+			if (null_removes(rootp, &path, value, ctx))
+				break;
 			target_locate(&t, rootp, &path, ctx);
 			target_set(&t, value);
 			break;
 
 		case M_MERGE:
 			value = hx_op_get_value(op, "value", ctx, true);
-			if (is_null(value) && path.ntokens > 0)
-			{
-				op_delete(rootp, &path, ctx);
+			if (null_removes(rootp, &path, value, ctx))
 				break;
-			}
 			target_locate(&t, rootp, &path, ctx);
 			target_set(&t, merge_patch(target_get(&t), value));
 			break;

@@ -1000,8 +1000,16 @@ scalar_hash(const JsonbValue *v)
 #define HASH_ARRAY_SEED		0x9e3779b9u
 #define HASH_OBJECT_SEED	0x85ebca6bu
 
+/*
+ * Hashes look this deep into a value and no deeper: a deeper container
+ * hashes by its kind and size alone.  Equal values still hash equal, and
+ * equality (which is iterative) settles collisions, so values nested as
+ * deep as jsonb allows can be hashed without deep recursion.
+ */
+#define HASH_MAX_DEPTH		32
+
 static uint32
-container_hash(JsonbContainer *c)
+container_hash(JsonbContainer *c, int depth)
 {
 	HxContainerIter it;
 	HxContainerIter vit;
@@ -1014,6 +1022,8 @@ container_hash(JsonbContainer *c)
 	if (JsonContainerIsArray(c))
 	{
 		h = HASH_ARRAY_SEED ^ count;
+		if (depth >= HASH_MAX_DEPTH)
+			return h;
 		hx_citer_init(&it, c, 0);
 		for (i = 0; i < count; i++)
 		{
@@ -1021,12 +1031,15 @@ container_hash(JsonbContainer *c)
 
 			hx_citer_next(&it, &v, NULL);
 			h = hash_combine(h, v.type == jbvBinary ?
-							 container_hash(v.val.binary.data) : scalar_hash(&v));
+							 container_hash(v.val.binary.data, depth + 1) :
+							 scalar_hash(&v));
 		}
 	}
 	else
 	{
 		h = HASH_OBJECT_SEED ^ count;
+		if (depth >= HASH_MAX_DEPTH)
+			return h;
 		hx_citer_init(&it, c, 0);
 		hx_citer_init(&vit, c, count);
 		for (i = 0; i < count; i++)
@@ -1037,15 +1050,15 @@ container_hash(JsonbContainer *c)
 			hx_citer_next(&it, &k, NULL);
 			hx_citer_next(&vit, &v, NULL);
 			h += hash_combine(scalar_hash(&k), v.type == jbvBinary ?
-							  container_hash(v.val.binary.data) : scalar_hash(&v));
+							  container_hash(v.val.binary.data, depth + 1) :
+							  scalar_hash(&v));
 		}
 	}
 	return h;
 }
 
-/* A hash consistent with hx_node_equal */
-uint32
-hx_node_hash(HxNode *n)
+static uint32
+node_hash(HxNode *n, int depth)
 {
 	uint32		h;
 	int			i;
@@ -1057,14 +1070,18 @@ hx_node_hash(HxNode *n)
 		case HX_SCALAR:
 			return scalar_hash(&n->u.scalar);
 		case HX_BINARY:
-			return container_hash(n->u.bin.data);
+			return container_hash(n->u.bin.data, depth);
 		case HX_ARRAY:
 			h = HASH_ARRAY_SEED ^ n->u.arr.n;
+			if (depth >= HASH_MAX_DEPTH)
+				return h;
 			for (i = 0; i < n->u.arr.n; i++)
-				h = hash_combine(h, hx_node_hash(n->u.arr.elems[i]));
+				h = hash_combine(h, node_hash(n->u.arr.elems[i], depth + 1));
 			return h;
 		case HX_OBJECT:
 			h = HASH_OBJECT_SEED ^ n->u.obj.nlive;
+			if (depth >= HASH_MAX_DEPTH)
+				return h;
 			for (i = 0; i < n->u.obj.n; i++)
 			{
 				HxPair	   *p = &n->u.obj.pairs[i];
@@ -1072,11 +1089,18 @@ hx_node_hash(HxNode *n)
 				if (p->value)
 					h += hash_combine(hash_bytes((const unsigned char *) p->key,
 												 p->keylen),
-									  hx_node_hash(p->value));
+									  node_hash(p->value, depth + 1));
 			}
 			return h;
 	}
 	return 0;					/* keep compiler quiet */
+}
+
+/* A hash consistent with hx_node_equal */
+uint32
+hx_node_hash(HxNode *n)
+{
+	return node_hash(n, 0);
 }
 
 /* ---------------------------------------------------------------------

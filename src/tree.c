@@ -1108,11 +1108,19 @@ hx_node_hash(HxNode *n)
  * ---------------------------------------------------------------------
  */
 
+/* Room for n more bytes; the common case stays inline */
+static inline void
+buf_room(StringInfo buf, int n)
+{
+	if (buf->len + n >= buf->maxlen)
+		enlargeStringInfo(buf, n);
+}
+
 /* Append n bytes without the trailing NUL that appendBinaryStringInfo adds */
 static inline void
 buf_append(StringInfo buf, const void *data, int n)
 {
-	enlargeStringInfo(buf, n);
+	buf_room(buf, n);
 	memcpy(buf->data + buf->len, data, n);
 	buf->len += n;
 }
@@ -1122,7 +1130,7 @@ buf_reserve(StringInfo buf, int n)
 {
 	int			offset = buf->len;
 
-	enlargeStringInfo(buf, n);
+	buf_room(buf, n);
 	buf->len += n;
 	return offset;
 }
@@ -1134,7 +1142,7 @@ buf_pad_to_int(StringInfo buf)
 
 	if (padlen > 0)
 	{
-		enlargeStringInfo(buf, padlen);
+		buf_room(buf, padlen);
 		memset(buf->data + buf->len, 0, padlen);
 		buf->len += padlen;
 	}

@@ -1,0 +1,82 @@
+'use strict';
+// The README stays true to the code:
+//   - its session example is exactly what sql/sessions.sql runs as a test;
+//   - docs/agent_session.dot is what hx_machine_dot('agent_session') returns;
+//   - every function of the extension has a reference row with its signature;
+//   - every SQLSTATE the C code raises is in the SQLSTATE table.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { freshDatabase } = require('./db');
+
+const top = path.resolve(__dirname, '../..');
+const readme = fs.readFileSync(path.join(top, 'README.md'), 'utf8');
+
+let db;
+before(async () => { db = await freshDatabase('hx_docs'); });
+after(async () => { await db.end(); });
+
+test('the README session example is sql/sessions.sql', () => {
+  const sql = fs.readFileSync(path.join(top, 'sql/sessions.sql'), 'utf8');
+  const body = sql.slice(sql.indexOf('CREATE TABLE sessions'), sql.indexOf('\nDROP TABLE sessions'));
+  const marker = readme.indexOf('<!-- session-example');
+  assert.ok(marker > 0, 'README has the session-example marker');
+  const start = readme.indexOf('```sql\n', marker) + '```sql\n'.length;
+  const block = readme.slice(start, readme.indexOf('```', start));
+  assert.equal(block.trim(), body.trim());
+});
+
+test('docs/agent_session.dot is hx_machine_dot(agent_session)', async () => {
+  const { rows } = await db.query("SELECT hx_machine_dot('agent_session') AS dot");
+  const file = fs.readFileSync(path.join(top, 'docs/agent_session.dot'), 'utf8');
+  assert.equal(file.trim(), rows[0].dot.trim());
+});
+
+test('every function of the extension has a README reference row', async () => {
+  const { rows } = await db.query(`
+    SELECT p.proname, pg_get_function_arguments(p.oid) AS args,
+           pg_get_function_result(p.oid) AS result, p.prorettype = 'trigger'::regtype AS is_trigger
+      FROM pg_proc p
+      JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+      JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'hxstate'`);
+  assert.ok(rows.length >= 14);
+  const short = (t) => t.replace(/\bcharacter varying\b/g, 'varchar');
+  for (const f of rows) {
+    if (f.is_trigger) {
+      assert.ok(readme.includes(`| \`${f.proname}()\``), `trigger function ${f.proname} has a row`);
+      continue;
+    }
+    // "hx_diff(old jsonb, new jsonb, arrays text DEFAULT 'append') → jsonb"
+    let sig = `${f.proname}(${short(f.args)})`;
+    if (!f.result.startsWith('TABLE') && !/\bOUT\b/.test(f.args)) sig += ` → ${short(f.result)}`;
+    sig = sig.replace(/'append'::text/, "'append'").replace(/DEFAULT NULL::text/, 'DEFAULT NULL');
+    assert.ok(readme.includes(`\`${sig}`), `README has a row for ${sig}`);
+  }
+});
+
+test('every SQLSTATE raised in src/ is in the README table', () => {
+  const errcodesH = '/usr/include/postgresql/15/server/utils/errcodes.h';
+  const codes = {};
+  for (const m of fs.readFileSync(errcodesH, 'utf8').matchAll(
+    /#define (ERRCODE_\w+) MAKE_SQLSTATE\('(.)','(.)','(.)','(.)','(.)'\)/g)) {
+    codes[m[1]] = m.slice(2).join('');
+  }
+  const header = fs.readFileSync(path.join(top, 'src/hxstate.h'), 'utf8');
+  for (const m of header.matchAll(/#define (ERRCODE_HX_\w+)\s+MAKE_SQLSTATE\('(.)','(.)','(.)','(.)','(.)'\)/g)) {
+    codes[m[1]] = m.slice(2).join('');
+  }
+  for (const m of header.matchAll(/#define (ERRCODE_HX_\w+)\s+(ERRCODE_\w+)/g)) codes[m[1]] = codes[m[2]];
+
+  const used = new Set();
+  for (const file of fs.readdirSync(path.join(top, 'src')).filter((f) => f.endsWith('.c'))) {
+    const src = fs.readFileSync(path.join(top, 'src', file), 'utf8');
+    for (const m of src.matchAll(/errcode\((ERRCODE_\w+)\)/g)) used.add(m[1]);
+  }
+  assert.ok(used.size >= 15, `found ${used.size} error codes`);
+  const table = readme.slice(readme.indexOf('### SQLSTATEs'), readme.indexOf('## Performance'));
+  for (const name of used) {
+    assert.ok(codes[name], `${name} is a known SQLSTATE`);
+    assert.ok(table.includes(`| \`${codes[name]}\``), `${name} (${codes[name]}) is in the README's table`);
+  }
+});

@@ -43,6 +43,14 @@ CREATE FUNCTION extension_shape() RETURNS TABLE (item text) LANGUAGE sql AS $$
 	SELECT format('rows: %s', t) FROM hx_transition t
 $$;
 
+-- a session that streamed, then sees the extension dropped and created
+-- again, streams into the new log
+CREATE TABLE streamed (k int PRIMARY KEY, s jsonb);
+CREATE TRIGGER streamed_stream AFTER INSERT OR UPDATE ON streamed
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('s', 'k');
+INSERT INTO streamed VALUES (1, '{}');
+DROP TABLE streamed;
+
 DROP EXTENSION hxstate;
 CREATE EXTENSION hxstate VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'hxstate';
@@ -59,6 +67,14 @@ CREATE TEMP TABLE upgraded AS SELECT item FROM extension_shape();
 DROP EXTENSION hxstate;
 CREATE EXTENSION hxstate;
 CREATE TEMP TABLE fresh AS SELECT item FROM extension_shape();
+
+CREATE TABLE streamed (k int PRIMARY KEY, s jsonb);
+CREATE TRIGGER streamed_stream AFTER INSERT OR UPDATE ON streamed
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('s', 'k');
+INSERT INTO streamed VALUES (1, '{}');
+UPDATE streamed SET s = '{"a": 1}';
+SELECT stream, seq, type FROM hx_event ORDER BY seq;
+DROP TABLE streamed;
 
 -- the same shape, both ways
 SELECT 'only after upgrade' AS side, item FROM (SELECT item FROM upgraded EXCEPT ALL SELECT item FROM fresh) x

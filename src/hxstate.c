@@ -33,6 +33,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("hxstate");
 	hx_phase_init();
+	hx_stream_init();
 }
 
 /*

@@ -274,6 +274,9 @@ extern char *hx_guard_value_text(Relation rel, AttrNumber attnum,
 /* phase.c */
 extern void hx_phase_init(void);
 
+/* stream.c */
+extern void hx_stream_init(void);
+
 /* hxstate.c, stream.c */
 extern Oid	hx_extension_namespace(void);
 extern double hx_notify_queue_threshold;

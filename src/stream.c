@@ -55,6 +55,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
+#include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -95,9 +96,29 @@ typedef struct StreamArgs
 	char	   *prefix;			/* streams are "<prefix>:<key>" */
 } StreamArgs;
 
+/*
+ * The log's two statements, prepared once per backend.  A relcache
+ * invalidation of hx_event (the extension dropped, say) marks them stale;
+ * they are replaced on next use, never freed from inside the callback,
+ * which may run while one of them executes.
+ */
 static SPIPlanPtr seq_plan = NULL;
 static SPIPlanPtr insert_plan = NULL;
 static Oid	event_relid = InvalidOid;
+static bool plans_stale = false;
+
+static void
+stream_relcache_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == event_relid)
+		plans_stale = true;
+}
+
+void
+hx_stream_init(void)
+{
+	CacheRegisterRelcacheCallback(stream_relcache_callback, (Datum) 0);
+}
 
 /* ---------------------------------------------------------------------
  * Streams and channels
@@ -278,8 +299,14 @@ prepare_plans(void)
 	Oid			instypes[4] = {TEXTOID, INT8OID, TEXTOID, JSONBOID};
 	SPIPlanPtr	plan;
 
-	if (seq_plan && insert_plan)
+	if (seq_plan && insert_plan && !plans_stale)
 		return;
+	if (seq_plan)
+		SPI_freeplan(seq_plan);
+	if (insert_plan)
+		SPI_freeplan(insert_plan);
+	seq_plan = insert_plan = NULL;
+	plans_stale = false;
 	nspoid = hx_extension_namespace();
 	nsp = quote_identifier(get_namespace_name(nspoid));
 	event_relid = get_relname_relid("hx_event", nspoid);

@@ -82,7 +82,8 @@ async function main() {
   say(`A browser's gateway follows stream sessions:${SESSION} (LISTEN, snapshot, then events in seq order)`);
   const viewer = new HxStream({ table: 'sessions', key: SESSION, pollInterval: 500 });
   viewer.on('event', (event) => {
-    console.log(`  ◀ live seq ${event.metadata.seq} ${event.type}: ${describe(event)}`);
+    const what = event.metadata.synthetic ? 'initial snapshot' : event.type;
+    console.log(`  ◀ live seq ${event.metadata.seq} ${what}: ${describe(event)}`);
   });
   viewer.on('error', (err) => console.log(`  viewer error: ${err.message}`));
   await viewer.start();

@@ -12,7 +12,7 @@ CREATE TABLE @extschema@.hx_event (
     seq        bigint      NOT NULL CHECK (seq > 0),
     type       text        NOT NULL,
     event      jsonb       NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     PRIMARY KEY (stream, seq)
 );
 
@@ -75,11 +75,20 @@ RETURNS pg_catalog.int8
 LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    -- the last event of a stream stays: it carries the stream's seq
-    WITH trimmed AS (
-        DELETE FROM @extschema@.hx_event e
+    -- Per stream, everything up to the last event older than the cutoff
+    -- goes, so that what stays is a contiguous tail of the stream; and the
+    -- last event always stays, since it carries the stream's seq.
+    WITH cut AS (
+        SELECT e.stream, max(e.seq) AS upto
+          FROM @extschema@.hx_event e
          WHERE e.created_at < now() - $1
            AND ($2 IS NULL OR e.stream = $2)
+         GROUP BY e.stream),
+    trimmed AS (
+        DELETE FROM @extschema@.hx_event e
+         USING cut
+         WHERE e.stream = cut.stream
+           AND e.seq <= cut.upto
            AND e.seq < (SELECT max(x.seq) FROM @extschema@.hx_event x
                          WHERE x.stream = e.stream)
         RETURNING 1)
@@ -87,4 +96,4 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_trim(pg_catalog.interval, pg_catalog.text)
-IS 'delete events older than an interval, keeping the last event of every stream';
+IS 'delete each stream''s events up to its last one older than an interval, keeping its last event';

@@ -67,6 +67,8 @@ SELECT seq, event->'delta' AS delta FROM hx_event WHERE stream = 'run:42' ORDER 
 -- Reading a stream: (state, seq) in one snapshot, then the events after seq
 --
 SELECT * FROM hx_stream_snapshot('runs', '42');
+-- the key as its type prints it names the stream, however it is spelled
+SELECT * FROM hx_stream_snapshot('runs', ' 042');
 SELECT * FROM hx_stream_snapshot('sessions', 's-2');
 SELECT * FROM hx_stream_snapshot('sessions', 's-1');
 SELECT * FROM hx_stream_snapshot('sessions', 'never');

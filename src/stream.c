@@ -734,6 +734,7 @@ hx_stream_snapshot(PG_FUNCTION_ARGS)
 	Datum		values[2];
 	Oid			typinput;
 	Oid			typioparam;
+	Datum		keyvalue;
 	Datum		result[3];
 	bool		nulls[3] = {false, false, false};
 	const char *nsp;
@@ -743,7 +744,12 @@ hx_stream_snapshot(PG_FUNCTION_ARGS)
 
 	rel = table_open(relid, AccessShareLock);
 	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
-	stream = psprintf("%s:%s", args->prefix, key);
+
+	/* the key as its type prints it, as the trigger names the stream */
+	getTypeInputInfo(args->key_typid, &typinput, &typioparam);
+	keyvalue = OidInputFunctionCall(typinput, key, typioparam, -1);
+	stream = psprintf("%s:%s", args->prefix,
+					  OidOutputFunctionCall(args->key_typoutput, keyvalue));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -760,8 +766,7 @@ hx_stream_snapshot(PG_FUNCTION_ARGS)
 	argtypes[0] = TEXTOID;
 	argtypes[1] = args->key_typid;
 	values[0] = CStringGetTextDatum(stream);
-	getTypeInputInfo(args->key_typid, &typinput, &typioparam);
-	values[1] = OidInputFunctionCall(typinput, key, typioparam, -1);
+	values[1] = keyvalue;
 
 	/* one statement, one snapshot: the state and the seq that match */
 	if (SPI_execute_with_args(query, 2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||

@@ -49,6 +49,17 @@
  * ---------------------------------------------------------------------
  */
 
+/* The TriggerData of a trigger call; an error for a direct call */
+TriggerData *
+hx_trigger_data(FunctionCallInfo fcinfo, const char *funcname)
+{
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be called as a trigger", funcname)));
+	return (TriggerData *) fcinfo->context;
+}
+
 /*
  * Check that fcinfo is a row trigger call for INSERT or UPDATE (BEFORE or
  * AFTER), as every guard needs, and return its TriggerData.
@@ -56,15 +67,9 @@
 TriggerData *
 hx_guard_trigger_data(FunctionCallInfo fcinfo, const char *funcname)
 {
-	TriggerData *trigdata;
-	TriggerEvent ev;
+	TriggerData *trigdata = hx_trigger_data(fcinfo, funcname);
+	TriggerEvent ev = trigdata->tg_event;
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function \"%s\" must be called as a trigger", funcname)));
-	trigdata = (TriggerData *) fcinfo->context;
-	ev = trigdata->tg_event;
 	if (!TRIGGER_FIRED_FOR_ROW(ev))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),

@@ -261,9 +261,12 @@ extern void hx_op_get_pointer(JsonbContainer *op, const char *member,
 							  const HxOpCtx *ctx, HxPointer *ptr);
 
 /* ---------------------------------------------------------------------
- * guard.c: trigger plumbing shared by the guards (guard.c, phase.c)
+ * guard.c: trigger plumbing shared by the triggers (guard.c, phase.c,
+ * stream.c)
  * ---------------------------------------------------------------------
  */
+extern TriggerData *hx_trigger_data(FunctionCallInfo fcinfo,
+									const char *funcname);
 extern TriggerData *hx_guard_trigger_data(FunctionCallInfo fcinfo,
 										  const char *funcname);
 extern Datum hx_guard_return(TriggerData *trigdata);

@@ -434,14 +434,8 @@ PG_FUNCTION_INFO_V1(hx_machine_changed);
 Datum
 hx_machine_changed(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata;
+	TriggerData *trigdata = hx_trigger_data(fcinfo, "hx_machine_changed");
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function \"%s\" must be called as a trigger",
-						"hx_machine_changed")));
-	trigdata = (TriggerData *) fcinfo->context;
 	CacheInvalidateRelcache(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
 }

@@ -397,7 +397,8 @@ now_ms(void)
  * "metadata": {"stream": stream, "seq": seq}} as jsonb.
  */
 static Jsonb *
-build_event(const char *type, HxNode *body, const char *stream, int64 seq)
+build_event(const char *type, HxNode *body, const char *stream, int64 seq,
+			Size estimate)
 {
 	HxNode	   *meta = hx_node_new_object(2);
 	HxNode	   *ev = body;
@@ -407,7 +408,7 @@ build_event(const char *type, HxNode *body, const char *stream, int64 seq)
 	hx_object_set(ev, "type", 4, string_node(type));
 	hx_object_set(ev, "timestamp", 9, int_node(now_ms()));
 	hx_object_set(ev, "metadata", 8, meta);
-	return hx_node_to_jsonb(ev, 256, CurrentMemoryContext);
+	return hx_node_to_jsonb(ev, estimate + 256, CurrentMemoryContext);
 }
 
 /* {"ref": true, "seq": n, "type": "...", "stream": "..."} */
@@ -461,12 +462,16 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 	Async_Notify(stream_channel(stream), payload);
 }
 
-/* Log and notify one event of stream; body gets the common members */
+/*
+ * Log and notify one event of stream; body gets the common members, and
+ * estimate is the size of what it holds (to size the encoder's buffer).
+ */
 static void
-emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
+emit(StreamArgs *args, const char *stream, const char *type, HxNode *body,
+	 Size estimate)
 {
 	int64		seq = next_seq(stream);
-	Jsonb	   *event = build_event(type, body, stream, seq);
+	Jsonb	   *event = build_event(type, body, stream, seq, estimate);
 
 	log_event(stream, seq, type, event);
 	notify_event(args, stream, seq, type, event);
@@ -493,7 +498,7 @@ emit_snapshot(StreamArgs *args, const char *stream, Jsonb *state)
 	HxNode	   *body = hx_node_new_object(5);
 
 	hx_object_set(body, "snapshot", 8, hx_node_from_jsonb(state));
-	emit(args, stream, "STATE_SNAPSHOT", body);
+	emit(args, stream, "STATE_SNAPSHOT", body, VARSIZE(state));
 }
 
 static void
@@ -508,7 +513,7 @@ emit_end(StreamArgs *args, const char *stream, const char *reason,
 		hx_object_set(value, "next", 4, string_node(next));
 	hx_object_set(body, "name", 4, string_node("hx.stream_end"));
 	hx_object_set(body, "value", 5, value);
-	emit(args, stream, "CUSTOM", body);
+	emit(args, stream, "CUSTOM", body, 0);
 }
 
 /* ---------------------------------------------------------------------
@@ -548,11 +553,7 @@ hx_stream(PG_FUNCTION_ARGS)
 	Oid			save_userid;
 	int			save_sec_context;
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function \"%s\" must be called as a trigger", "hx_stream")));
-	trigdata = (TriggerData *) fcinfo->context;
+	trigdata = hx_trigger_data(fcinfo, "hx_stream");
 	ev = trigdata->tg_event;
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
@@ -628,7 +629,7 @@ hx_stream(PG_FUNCTION_ARGS)
 					HxNode	   *body = hx_node_new_object(5);
 
 					hx_object_set(body, "delta", 5, delta);
-					emit(args, oldstream, "STATE_DELTA", body);
+					emit(args, oldstream, "STATE_DELTA", body, 0);
 				}
 			}
 		}

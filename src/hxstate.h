@@ -252,6 +252,13 @@ extern int	hx_parse_op_name(JsonbContainer *op, HxOpCtx *ctx,
 							 const char *const *names, int nnames,
 							 const char *hint);
 extern const char *hx_value_type_name(const JsonbValue *v);
+typedef void (*HxAddFn) (HxNode **rootp, const HxPointer *path,
+						 HxNode *value, const HxOpCtx *ctx);
+extern void hx_op_test(HxNode *root, JsonbContainer *op,
+					   const HxPointer *path, const HxOpCtx *ctx);
+extern void hx_op_move_copy(HxNode **rootp, JsonbContainer *op,
+							const HxPointer *path, bool is_move,
+							HxAddFn add, const HxOpCtx *ctx);
 extern const char *hx_op_get_string(JsonbContainer *op, const char *member,
 									const HxOpCtx *ctx, bool required,
 									int *len);

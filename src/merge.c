@@ -601,10 +601,8 @@ apply_merge_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx, void *arg)
 {
 	MergeOp		kind;
 	HxPointer	path;
-	HxPointer	from;
 	Target		t;
 	HxNode	   *value;
-	HxNode	   *node;
 
 	kind = (MergeOp) hx_parse_op_name(op, ctx, merge_op_names,
 									  lengthof(merge_op_names),
@@ -663,42 +661,12 @@ apply_merge_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx, void *arg)
 			break;
 
 		case M_MOVE:
-			hx_op_get_pointer(op, "from", ctx, &from);
-			if (hx_pointer_is_proper_prefix(&from, &path))
-				ereport(ERROR,
-						(errcode(ERRCODE_HX_MALFORMED),
-						 errmsg("%s failed: cannot move \"%s\" into its own child \"%s\"",
-								hx_op_label(ctx), from.text, path.text)));
-			if (hx_lookup(*rootp, &from, from.ntokens, ctx) == NULL)
-				(void) hx_walk(rootp, &from, from.ntokens, HX_WALK_STRICT, ctx);
-			if (hx_pointer_equal(&from, &path))
-				break;
-			node = (from.ntokens == 0) ? *rootp :
-				hx_remove_at(rootp, &from, false, ctx);
-			op_add(rootp, &path, node, ctx);
-			break;
-
 		case M_COPY:
-			hx_op_get_pointer(op, "from", ctx, &from);
-			node = hx_lookup(*rootp, &from, from.ntokens, ctx);
-			if (node == NULL)
-				(void) hx_walk(rootp, &from, from.ntokens, HX_WALK_STRICT, ctx);
-			op_add(rootp, &path, hx_node_copy(node), ctx);
+			hx_op_move_copy(rootp, op, &path, kind == M_MOVE, op_add, ctx);
 			break;
 
 		case M_TEST:
-			value = hx_op_get_value(op, "value", ctx, true);
-			node = hx_lookup(*rootp, &path, path.ntokens, ctx);
-			if (node == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_HX_TEST_FAILED),
-						 errmsg("%s failed: path \"%s\" does not exist",
-								hx_op_label(ctx), path.text)));
-			if (!hx_node_equal(node, value))
-				ereport(ERROR,
-						(errcode(ERRCODE_HX_TEST_FAILED),
-						 errmsg("%s failed: the value at path \"%s\" is not equal to \"value\"",
-								hx_op_label(ctx), path.text)));
+			hx_op_test(*rootp, op, &path, ctx);
 			break;
 	}
 }

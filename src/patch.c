@@ -171,14 +171,74 @@ hx_parse_op_name(JsonbContainer *op, HxOpCtx *ctx, const char *const *names,
 	return -1;					/* keep compiler quiet */
 }
 
+/*
+ * RFC 6902 "test": the value at path must equal the op's "value" (XH001,
+ * also when the path does not exist).  Shared with hx_merge.
+ */
+void
+hx_op_test(HxNode *root, JsonbContainer *op, const HxPointer *path,
+		   const HxOpCtx *ctx)
+{
+	HxNode	   *value = hx_op_get_value(op, "value", ctx, true);
+	HxNode	   *node = hx_lookup(root, path, path->ntokens, ctx);
+
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_TEST_FAILED),
+				 errmsg("%s failed: path \"%s\" does not exist",
+						hx_op_label(ctx), path->text)));
+	if (!hx_node_equal(node, value))
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_TEST_FAILED),
+				 errmsg("%s failed: the value at path \"%s\" is not equal to \"value\"",
+						hx_op_label(ctx), path->text)));
+}
+
+/*
+ * RFC 6902 "move" (section 4.4: a remove at "from", then an add at path;
+ * "from" may not be a proper prefix of path) and "copy" (4.5).  "from"
+ * must exist; add is the caller's add, strict or forgiving.  Shared with
+ * hx_merge.
+ */
+void
+hx_op_move_copy(HxNode **rootp, JsonbContainer *op, const HxPointer *path,
+				bool is_move, HxAddFn add, const HxOpCtx *ctx)
+{
+	HxPointer	from;
+	HxNode	   *node;
+
+	hx_op_get_pointer(op, "from", ctx, &from);
+	if (is_move && hx_pointer_is_proper_prefix(&from, path))
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_MALFORMED),
+				 errmsg("%s failed: cannot move \"%s\" into its own child \"%s\"",
+						hx_op_label(ctx), from.text, path->text)));
+	node = hx_lookup(*rootp, &from, from.ntokens, ctx);
+	if (node == NULL)
+		(void) hx_walk(rootp, &from, from.ntokens, HX_WALK_STRICT, ctx);	/* reports */
+
+	if (!is_move)
+		node = hx_node_copy(node);
+	else if (hx_pointer_equal(&from, path))
+		return;					/* a no-op once "from" is known to exist */
+	else if (from.ntokens > 0)
+		node = hx_remove_at(rootp, &from, false, ctx);
+	add(rootp, path, node, ctx);
+}
+
+static void
+strict_add(HxNode **rootp, const HxPointer *path, HxNode *value,
+		   const HxOpCtx *ctx)
+{
+	hx_add_at(rootp, path, value, HX_WALK_STRICT, ctx);
+}
+
 static void
 apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx, void *arg)
 {
 	PatchOp		kind;
 	HxPointer	path;
-	HxPointer	from;
 	HxNode	   *value;
-	HxNode	   *node;
 
 	kind = (PatchOp) hx_parse_op_name(op, ctx, patch_op_names,
 									  lengthof(patch_op_names),
@@ -233,48 +293,12 @@ apply_patch_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx, void *arg)
 			break;
 
 		case OP_MOVE:
-			hx_op_get_pointer(op, "from", ctx, &from);
-			if (hx_pointer_is_proper_prefix(&from, &path))
-				ereport(ERROR,
-						(errcode(ERRCODE_HX_MALFORMED),
-						 errmsg("%s failed: cannot move \"%s\" into its own child \"%s\"",
-								hx_op_label(ctx), from.text, path.text)));
-			if (hx_pointer_equal(&from, &path))
-			{
-				/* a no-op, but "from" must still exist */
-				if (hx_lookup(*rootp, &from, from.ntokens, ctx) == NULL)
-					(void) hx_walk(rootp, &from, from.ntokens, HX_WALK_STRICT, ctx);
-				break;
-			}
-			/* RFC 6902 4.4: a remove at "from", then an add at "path" */
-			if (from.ntokens == 0)
-				node = *rootp;
-			else
-				node = hx_remove_at(rootp, &from, false, ctx);
-			hx_add_at(rootp, &path, node, HX_WALK_STRICT, ctx);
-			break;
-
 		case OP_COPY:
-			hx_op_get_pointer(op, "from", ctx, &from);
-			node = hx_lookup(*rootp, &from, from.ntokens, ctx);
-			if (node == NULL)
-				(void) hx_walk(rootp, &from, from.ntokens, HX_WALK_STRICT, ctx);
-			hx_add_at(rootp, &path, hx_node_copy(node), HX_WALK_STRICT, ctx);
+			hx_op_move_copy(rootp, op, &path, kind == OP_MOVE, strict_add, ctx);
 			break;
 
 		case OP_TEST:
-			value = hx_op_get_value(op, "value", ctx, true);
-			node = hx_lookup(*rootp, &path, path.ntokens, ctx);
-			if (node == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_HX_TEST_FAILED),
-						 errmsg("%s failed: path \"%s\" does not exist",
-								hx_op_label(ctx), path.text)));
-			if (!hx_node_equal(node, value))
-				ereport(ERROR,
-						(errcode(ERRCODE_HX_TEST_FAILED),
-						 errmsg("%s failed: the value at path \"%s\" is not equal to \"value\"",
-								hx_op_label(ctx), path.text)));
+			hx_op_test(*rootp, op, &path, ctx);
 			break;
 	}
 }

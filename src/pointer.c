@@ -125,37 +125,30 @@ hx_pointer_prefix(const HxPointer *ptr, int ntokens)
 	return pnstrdup(ptr->text, ptr->starts[ntokens]);
 }
 
+/* Do a and b have the same first n tokens? */
 static bool
-token_equal(const HxToken *a, const HxToken *b)
+tokens_match(const HxPointer *a, const HxPointer *b, int n)
 {
-	return a->len == b->len && memcmp(a->s, b->s, a->len) == 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (a->tokens[i].len != b->tokens[i].len ||
+			memcmp(a->tokens[i].s, b->tokens[i].s, a->tokens[i].len) != 0)
+			return false;
+	return true;
 }
 
 /* Is a a proper prefix of b, token by token ("/a" of "/a/b", not of "/ab")? */
 bool
 hx_pointer_is_proper_prefix(const HxPointer *a, const HxPointer *b)
 {
-	int			i;
-
-	if (a->ntokens >= b->ntokens)
-		return false;
-	for (i = 0; i < a->ntokens; i++)
-		if (!token_equal(&a->tokens[i], &b->tokens[i]))
-			return false;
-	return true;
+	return a->ntokens < b->ntokens && tokens_match(a, b, a->ntokens);
 }
 
 bool
 hx_pointer_equal(const HxPointer *a, const HxPointer *b)
 {
-	int			i;
-
-	if (a->ntokens != b->ntokens)
-		return false;
-	for (i = 0; i < a->ntokens; i++)
-		if (!token_equal(&a->tokens[i], &b->tokens[i]))
-			return false;
-	return true;
+	return a->ntokens == b->ntokens && tokens_match(a, b, a->ntokens);
 }
 
 /*

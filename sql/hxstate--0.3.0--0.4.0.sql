@@ -21,7 +21,7 @@ IS 'the AG-UI events of every hx_stream stream, by stream and seq';
 
 -- No privileges by default: the log holds every stream's state.  Readers
 -- get SELECT (row-level security can narrow it per stream); owners of
--- streamed tables get SELECT, INSERT (hx_stream writes as the table owner).
+-- streamed tables get INSERT (hx_stream writes as the table owner).
 REVOKE ALL ON @extschema@.hx_event FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_event', '');

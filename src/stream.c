@@ -38,8 +38,12 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relscan.h"
 #include "access/table.h"
+#include "access/tableam.h"
+#include "access/stratnum.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
@@ -48,6 +52,7 @@
 #include "commands/trigger.h"
 #include "common/md5.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -55,6 +60,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -97,12 +103,11 @@ typedef struct StreamArgs
 } StreamArgs;
 
 /*
- * The log's two statements, prepared once per backend.  A relcache
- * invalidation of hx_event (the extension dropped, say) marks them stale;
- * they are replaced on next use, never freed from inside the callback,
- * which may run while one of them executes.
+ * The log's INSERT, prepared once per backend.  A relcache invalidation of
+ * hx_event (the extension dropped, say) marks it stale; it is replaced on
+ * next use, never freed from inside the callback, which may run while it
+ * executes.
  */
-static SPIPlanPtr seq_plan = NULL;
 static SPIPlanPtr insert_plan = NULL;
 static Oid	event_relid = InvalidOid;
 static bool plans_stale = false;
@@ -289,39 +294,27 @@ row_stream(StreamArgs *args, HeapTuple tuple, TupleDesc desc)
  * ---------------------------------------------------------------------
  */
 
-/* Prepare the log's two statements once per backend (under SPI) */
+/* Prepare the log's INSERT once per backend (under SPI) */
 static void
 prepare_plans(void)
 {
 	Oid			nspoid;
-	const char *nsp;
-	Oid			seqtypes[1] = {TEXTOID};
 	Oid			instypes[4] = {TEXTOID, INT8OID, TEXTOID, JSONBOID};
 	SPIPlanPtr	plan;
 
-	if (seq_plan && insert_plan && !plans_stale)
+	if (insert_plan && !plans_stale)
 		return;
-	if (seq_plan)
-		SPI_freeplan(seq_plan);
 	if (insert_plan)
 		SPI_freeplan(insert_plan);
-	seq_plan = insert_plan = NULL;
+	insert_plan = NULL;
 	plans_stale = false;
 	nspoid = hx_extension_namespace();
-	nsp = quote_identifier(get_namespace_name(nspoid));
 	event_relid = get_relname_relid("hx_event", nspoid);
 
-	/* every name qualified: these run as the table owner, any search_path */
-	plan = SPI_prepare(psprintf("SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
-								" WHERE e.stream OPERATOR(pg_catalog.=) $1", nsp),
-					   1, seqtypes);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	seq_plan = plan;
-
+	/* every name qualified: this runs as the table owner, any search_path */
 	plan = SPI_prepare(psprintf("INSERT INTO %s.hx_event (stream, seq, type, event)"
-								" VALUES ($1, $2, $3, $4)", nsp),
+								" VALUES ($1, $2, $3, $4)",
+								quote_identifier(get_namespace_name(nspoid))),
 					   4, instypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -330,25 +323,54 @@ prepare_plans(void)
 }
 
 /*
- * The stream's next seq.  Read with the latest snapshot, whatever the
- * isolation level, so that the events of every committed transaction
- * count; the stream's writers are serialised by the row lock (or, for a
- * new row, by the key's unique index), so nothing can commit in between.
+ * The stream's next seq: its last seq plus one, read straight from the
+ * log's primary key (stream, seq), backwards, so that neither row-level
+ * security nor the table owner's privileges can hide an event.  Read with
+ * the latest snapshot, whatever the isolation level, so that the events of
+ * every committed transaction count; the stream's writers are serialised
+ * by the row lock (or, for a new row, by the key's unique index), so
+ * nothing can commit in between.
  */
 static int64
 next_seq(const char *stream)
 {
-	Datum		values[1];
-	bool		isnull;
-	Datum		max;
+	Relation	heap;
+	Relation	index;
+	Snapshot	snapshot;
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	ScanKeyData key;
+	int64		seq = 1;
 
-	values[0] = CStringGetTextDatum(stream);
-	if (SPI_execute_snapshot(seq_plan, values, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, false, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read the last seq of stream \"%s\"", stream);
-	max = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	return isnull ? 1 : DatumGetInt64(max) + 1;
+	/*
+	 * An event logged earlier in this statement (say, the end of a row's
+	 * stream before a new row with its key starts it again) is visible: the
+	 * SPI INSERT that logged it advanced the command counter after itself.
+	 */
+	heap = table_open(event_relid, AccessShareLock);
+	index = index_open(RelationGetPrimaryKeyIndex(heap), AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	slot = table_slot_create(heap, NULL);
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ,
+				CStringGetTextDatum(stream));
+	key.sk_collation = index->rd_indcollation[0];
+	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	if (index_getnext_slot(scan, BackwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		last = slot_getattr(slot, index->rd_index->indkey.values[1],
+										&isnull);
+
+		seq = DatumGetInt64(last) + 1;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	return seq;
 }
 
 static void
@@ -526,14 +548,14 @@ check_log_privileges(Relation rel)
 {
 	Oid			owner = rel->rd_rel->relowner;
 
-	if (pg_class_aclcheck(event_relid, owner, ACL_SELECT | ACL_INSERT) != ACLCHECK_OK)
+	if (pg_class_aclcheck(event_relid, owner, ACL_INSERT) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("owner of relation \"%s\" may not write the hxstate event log",
 						RelationGetRelationName(rel)),
 				 errdetail("hx_stream writes events with the privileges of the table's owner, role \"%s\".",
 						   GetUserNameFromId(owner, false)),
-				 errhint("GRANT SELECT, INSERT ON %s.hx_event TO %s;",
+				 errhint("GRANT INSERT ON %s.hx_event TO %s;",
 						 quote_identifier(get_namespace_name(get_rel_namespace(event_relid))),
 						 quote_identifier(GetUserNameFromId(owner, false)))));
 }

@@ -466,7 +466,9 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 
 	if (args->payload == PAYLOAD_NONE)
 		return;
-	if (notify_queue_usage() > hx_notify_queue_threshold)
+	/* at 1 the queue never passes the threshold: skip asking */
+	if (hx_notify_queue_threshold < 1.0 &&
+		notify_queue_usage() > hx_notify_queue_threshold)
 	{
 		ereport(DEBUG1,
 				(errmsg_internal("hx_stream: NOTIFY queue usage above hxstate.notify_queue_threshold, event %lld of stream \"%s\" is in the log only",

@@ -72,21 +72,6 @@ hx_parse_array_mode(const char *s)
 	return HX_ARRAYS_APPEND;	/* keep compiler quiet */
 }
 
-const char *
-hx_array_mode_name(HxArrayMode mode)
-{
-	switch (mode)
-	{
-		case HX_ARRAYS_APPEND:
-			return "append";
-		case HX_ARRAYS_REPLACE:
-			return "replace";
-		case HX_ARRAYS_INDEX:
-			return "index";
-	}
-	return "append";			/* keep compiler quiet */
-}
-
 /* Emit {"op": opname, "path": <current path + suffix>, "value": value} */
 static void
 emit(DiffState *st, const char *opname, const char *suffix, JsonbValue *value)
@@ -174,13 +159,13 @@ diff_objects(DiffState *st, JsonbContainer *a, JsonbContainer *b)
 	hx_citer_init(&bv, b, nb);
 	if (na > 0)
 	{
-		hx_citer_next(&ak, &ka, NULL);
-		hx_citer_next(&av, &va, NULL);
+		hx_citer_next(&ak, &ka);
+		hx_citer_next(&av, &va);
 	}
 	if (nb > 0)
 	{
-		hx_citer_next(&bk, &kb, NULL);
-		hx_citer_next(&bv, &vb, NULL);
+		hx_citer_next(&bk, &kb);
+		hx_citer_next(&bv, &vb);
 	}
 
 	while (i < na || j < nb)
@@ -218,13 +203,13 @@ diff_objects(DiffState *st, JsonbContainer *a, JsonbContainer *b)
 
 		if (cmp <= 0 && ++i < na)
 		{
-			hx_citer_next(&ak, &ka, NULL);
-			hx_citer_next(&av, &va, NULL);
+			hx_citer_next(&ak, &ka);
+			hx_citer_next(&av, &va);
 		}
 		if (cmp >= 0 && ++j < nb)
 		{
-			hx_citer_next(&bk, &kb, NULL);
-			hx_citer_next(&bv, &vb, NULL);
+			hx_citer_next(&bk, &kb);
+			hx_citer_next(&bv, &vb);
 		}
 	}
 }
@@ -259,8 +244,8 @@ array_prefix_equal(DiffState *st, JsonbContainer *a, JsonbContainer *b, int n)
 		JsonbValue	vb;
 
 		tick(st);
-		hx_citer_next(&ia, &va, NULL);
-		hx_citer_next(&ib, &vb, NULL);
+		hx_citer_next(&ia, &va);
+		hx_citer_next(&ib, &vb);
 		if (!values_equal(&va, &vb))
 			return false;
 	}
@@ -304,7 +289,7 @@ diff_arrays(DiffState *st, JsonbContainer *a, uint32 alen,
 					JsonbValue	vb;
 
 					tick(st);
-					hx_citer_next(&ib, &vb, NULL);
+					hx_citer_next(&ib, &vb);
 					emit(st, "add", "/-", &vb);
 				}
 			}
@@ -321,8 +306,8 @@ diff_arrays(DiffState *st, JsonbContainer *a, uint32 alen,
 				JsonbValue	vb;
 				int			saved;
 
-				hx_citer_next(&ia, &va, NULL);
-				hx_citer_next(&ib, &vb, NULL);
+				hx_citer_next(&ia, &va);
+				hx_citer_next(&ib, &vb);
 				saved = path_push_index(st, i);
 				diff_values(st, &va, &vb);
 				path_pop(st, saved);
@@ -332,7 +317,7 @@ diff_arrays(DiffState *st, JsonbContainer *a, uint32 alen,
 				JsonbValue	vb;
 
 				tick(st);
-				hx_citer_next(&ib, &vb, NULL);
+				hx_citer_next(&ib, &vb);
 				emit(st, "add", "/-", &vb);
 			}
 			for (i = na - 1; i >= nb; i--)
@@ -392,7 +377,7 @@ root_value(Jsonb *jb, JsonbValue *v)
 		HxContainerIter it;
 
 		hx_citer_init(&it, &jb->root, 0);
-		hx_citer_next(&it, v, NULL);
+		hx_citer_next(&it, v);
 	}
 	else
 	{

@@ -204,7 +204,7 @@ typedef struct HxContainerIter
 } HxContainerIter;
 
 extern void hx_citer_init(HxContainerIter *it, JsonbContainer *c, int first);
-extern void hx_citer_next(HxContainerIter *it, JsonbValue *v, uint32 *rawlen);
+extern void hx_citer_next(HxContainerIter *it, JsonbValue *v);
 extern int	hx_key_compare(const char *a, int alen, const char *b, int blen);
 
 /* ---------------------------------------------------------------------
@@ -219,7 +219,6 @@ typedef enum HxArrayMode
 } HxArrayMode;
 
 extern HxArrayMode hx_parse_array_mode(const char *s);
-extern const char *hx_array_mode_name(HxArrayMode mode);
 extern HxNode *hx_diff_nodes(Jsonb *oldjb, Jsonb *newjb, HxArrayMode mode);
 
 /* Shared by patch.c and merge.c: walking to a location */

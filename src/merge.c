@@ -522,8 +522,8 @@ merge_patch(HxNode *target, HxNode *patch)
 		JsonbValue	k;
 		JsonbValue	v;
 
-		hx_citer_next(&kit, &k, NULL);
-		hx_citer_next(&vit, &v, NULL);
+		hx_citer_next(&kit, &k);
+		hx_citer_next(&vit, &v);
 		merge_member(target, k.val.string.val, k.val.string.len,
 					 hx_node_from_value(&v));
 	}

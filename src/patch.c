@@ -325,7 +325,7 @@ hx_apply_ops(HxNode **rootp, JsonbContainer *ops, const char *what,
 		CHECK_FOR_INTERRUPTS();
 		ctx.index = i;
 		ctx.op = NULL;
-		hx_citer_next(&it, &v, NULL);
+		hx_citer_next(&it, &v);
 		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
 			ereport(ERROR,
 					(errcode(ERRCODE_HX_MALFORMED),

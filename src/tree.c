@@ -83,11 +83,10 @@ hx_citer_init(HxContainerIter *it, JsonbContainer *c, int first)
 
 /*
  * Read the next child of the container as a JsonbValue (containers come
- * back as jbvBinary).  *rawlen, if given, receives the child's length in
- * the data area including alignment padding.
+ * back as jbvBinary).
  */
 void
-hx_citer_next(HxContainerIter *it, JsonbValue *v, uint32 *rawlen)
+hx_citer_next(HxContainerIter *it, JsonbValue *v)
 {
 	JEntry		e = it->c->children[it->next];
 	uint32		start = it->offset;
@@ -128,8 +127,6 @@ hx_citer_next(HxContainerIter *it, JsonbValue *v, uint32 *rawlen)
 		v->val.binary.data = (JsonbContainer *) (it->base + INTALIGN(start));
 		v->val.binary.len = end - INTALIGN(start);
 	}
-	if (rawlen)
-		*rawlen = end - start;
 	it->offset = end;
 	it->next++;
 }
@@ -175,7 +172,7 @@ hx_node_from_jsonb(Jsonb *jb)
 		JsonbValue	v;
 
 		hx_citer_init(&it, &jb->root, 0);
-		hx_citer_next(&it, &v, NULL);
+		hx_citer_next(&it, &v);
 		return hx_node_from_value(&v);
 	}
 	else
@@ -349,7 +346,7 @@ hx_node_expand(HxNode *n)
 		{
 			JsonbValue	v;
 
-			hx_citer_next(&it, &v, NULL);
+			hx_citer_next(&it, &v);
 			node_set_value(&block[i], &v);
 			elems[i] = &block[i];
 		}
@@ -375,8 +372,8 @@ hx_node_expand(HxNode *n)
 			JsonbValue	k;
 			JsonbValue	v;
 
-			hx_citer_next(&it, &k, NULL);
-			hx_citer_next(&vit, &v, NULL);
+			hx_citer_next(&it, &k);
+			hx_citer_next(&vit, &v);
 			pairs[i].key = k.val.string.val;
 			pairs[i].keylen = k.val.string.len;
 			node_set_value(&block[i], &v);
@@ -900,8 +897,8 @@ hx_container_equal(JsonbContainer *a, uint32 alen,
 		if ((++steps & 4095) == 0)
 			CHECK_FOR_INTERRUPTS();
 
-		hx_citer_next(&f->a, &va, NULL);
-		hx_citer_next(&f->b, &vb, NULL);
+		hx_citer_next(&f->a, &va);
+		hx_citer_next(&f->b, &vb);
 		if (va.type != vb.type)
 			equal = false;
 		else if (va.type != jbvBinary)
@@ -1029,7 +1026,7 @@ container_hash(JsonbContainer *c, int depth)
 		{
 			JsonbValue	v;
 
-			hx_citer_next(&it, &v, NULL);
+			hx_citer_next(&it, &v);
 			h = hash_combine(h, v.type == jbvBinary ?
 							 container_hash(v.val.binary.data, depth + 1) :
 							 scalar_hash(&v));
@@ -1047,8 +1044,8 @@ container_hash(JsonbContainer *c, int depth)
 			JsonbValue	k;
 			JsonbValue	v;
 
-			hx_citer_next(&it, &k, NULL);
-			hx_citer_next(&vit, &v, NULL);
+			hx_citer_next(&it, &k);
+			hx_citer_next(&vit, &v);
 			h += hash_combine(scalar_hash(&k), v.type == jbvBinary ?
 							  container_hash(v.val.binary.data, depth + 1) :
 							  scalar_hash(&v));

@@ -1,6 +1,6 @@
 'use strict';
 // bench/bench.js: the measurements of bench/run, in the throwaway cluster
-// that bench/run starts (pg_virtualenv sets PGHOST, PGPORT, PGUSER and
+// that bench/run starts (test/lib/cluster.sh sets PGHOST, PGPORT, PGUSER and
 // PGPASSWORD) after bench/setup.sql has built the documents.
 //
 // For every document size, every contender is timed REPS times, the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/pgbench.sh: the pgbench part of bench/run, in the throwaway cluster
-# that bench/run starts (pg_virtualenv sets PGHOST, PGPORT, PGUSER and
-# PGPASSWORD; fsync is on).  It measures what the row triggers cost an
+# that bench/run starts (test/lib/cluster.sh sets PGHOST, PGPORT, PGUSER and
+# PGDATABASE; fsync is on).  It measures what the row triggers cost an
 # UPDATE under concurrency, in transactions per second:
 #   1. guards: the README's sessions table with its three guards
 #      (hx_lock_once, hx_slot_guard, hx_phase_guard, as constraint
@@ -32,8 +32,8 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=test/lib.sh
-. "$top/test/lib.sh"
+# shellcheck source=test/lib/common.sh
+. "$top/test/lib/common.sh"
 
 export HX_BENCH_PG_DB=hxstate_pgbench
 DB=$HX_BENCH_PG_DB

@@ -113,6 +113,20 @@ hx_guard_column(Relation rel, const char *name)
 }
 
 /*
+ * Name the table, column and constraint of a trigger's error report.
+ * errtablecol() and errtableconstraint() each set the schema and table
+ * fields, and a field may be set only once per report, so the constraint
+ * name is added on its own.  Returns 0, as the errxxx() functions do.
+ */
+int
+hx_errtablecolconstraint(Relation rel, AttrNumber attnum, const char *conname)
+{
+	errtablecol(rel, attnum);
+	err_generic_string(PG_DIAG_CONSTRAINT_NAME, conname);
+	return 0;
+}
+
+/*
  * The guarded columns of a trigger, resolved once per statement and kept
  * in fn_extra.
  */
@@ -314,8 +328,8 @@ guard_report(GuardKind kind, TriggerData *trigdata, GuardColumn *col,
 						   oldtext, newtext) :
 				 errdetail("It was set once and cannot change."),
 				 errhint("A column guarded by hx_lock_once is written once, by one writer."),
-				 errtablecol(rel, col->attnum),
-				 errtableconstraint(rel, trigdata->tg_trigger->tgname)));
+				 hx_errtablecolconstraint(rel, col->attnum,
+										  trigdata->tg_trigger->tgname)));
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_SLOT_BUSY),
@@ -325,8 +339,8 @@ guard_report(GuardKind kind, TriggerData *trigdata, GuardColumn *col,
 				 errdetail("It holds %s and cannot take %s.", oldtext, newtext) :
 				 errdetail("It holds a value and cannot take another."),
 				 errhint("Set it to NULL when the work it holds ends, then set the next value."),
-				 errtablecol(rel, col->attnum),
-				 errtableconstraint(rel, trigdata->tg_trigger->tgname)));
+				 hx_errtablecolconstraint(rel, col->attnum,
+										  trigdata->tg_trigger->tgname)));
 }
 
 static Datum

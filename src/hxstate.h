@@ -277,6 +277,8 @@ extern TriggerData *hx_guard_trigger_data(FunctionCallInfo fcinfo,
 										  const char *funcname);
 extern Datum hx_guard_return(TriggerData *trigdata);
 extern AttrNumber hx_guard_column(Relation rel, const char *name);
+extern int	hx_errtablecolconstraint(Relation rel, AttrNumber attnum,
+									 const char *conname);
 extern char *hx_guard_value_text(Relation rel, AttrNumber attnum,
 								 Oid typoutput, Datum datum, bool isnull);
 

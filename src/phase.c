@@ -250,8 +250,7 @@ report_no_edge(Machine *m, const char *phase, const char *msg,
 					   m->name, phase, events) :
 			 errdetail("In state machine \"%s\", phase \"%s\" is final.",
 					   m->name, phase),
-			 rel ? errtablecol(rel, attnum) : 0,
-			 rel ? errtableconstraint(rel, conname) : 0));
+			 rel ? hx_errtablecolconstraint(rel, attnum, conname) : 0));
 }
 
 PG_FUNCTION_INFO_V1(hx_next_phase);
@@ -403,8 +402,7 @@ hx_phase_guard(PG_FUNCTION_ARGS)
 				 errmsg("invalid initial phase: phase=%s", newphase ? newphase : "NULL"),
 				 errdetail("State machine \"%s\" starts in phase \"%s\".",
 						   m->name, m->initial),
-				 errtablecol(rel, args->attnum),
-				 errtableconstraint(rel, tg->tgname)));
+				 hx_errtablecolconstraint(rel, args->attnum, tg->tgname)));
 	}
 
 	if (newphase != NULL && strcmp(oldphase, newphase) == 0)

@@ -1,6 +1,6 @@
 'use strict';
-// Connections to the throwaway cluster that test/run starts (pg_virtualenv
-// sets PGHOST, PGPORT, PGUSER and PGPASSWORD).  Each test file works in a
+// Connections to the throwaway cluster that test/run starts (test/lib/cluster.sh
+// sets PGHOST, PGPORT, PGUSER and PGDATABASE).  Each test file works in a
 // database of its own, so files can run in parallel.
 const { Client } = require('pg');
 

@@ -3,11 +3,7 @@
 -- functions, for every function the extension owns (found through
 -- pg_depend, so functions added by later versions are checked too)
 --
-\set ON_ERROR_STOP 1
-\set QUIET 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
+\ir include/preamble.sql
 
 BEGIN;
 SELECT plan(34);

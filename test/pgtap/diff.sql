@@ -7,11 +7,7 @@
 -- arrays in each arrays mode, unicode and escaped keys in nested paths,
 -- scalar roots.
 --
-\set ON_ERROR_STOP 1
-\set QUIET 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
+\ir include/preamble.sql
 
 BEGIN;
 SELECT plan(76);

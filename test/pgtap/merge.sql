@@ -8,11 +8,7 @@
 -- sql/merge.sql does not have: deeper nesting, arrays of objects, unicode
 -- and escaped keys, ops that see earlier ops.
 --
-\set ON_ERROR_STOP 1
-\set QUIET 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
+\ir include/preamble.sql
 
 BEGIN;
 SELECT plan(118);

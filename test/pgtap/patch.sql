@@ -6,11 +6,7 @@
 -- other's effect, and one error case per way an operation can go wrong,
 -- each with the SQLSTATE a client branches on.
 --
-\set ON_ERROR_STOP 1
-\set QUIET 1
-\pset format unaligned
-\pset tuples_only true
-\pset pager off
+\ir include/preamble.sql
 
 BEGIN;
 SELECT plan(97);

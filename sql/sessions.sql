@@ -1,26 +1,9 @@
 --
--- The README's session example, end to end (a test checks that the README
--- shows exactly these statements)
+-- The README's session example, end to end: the table of docs/sessions.sql,
+-- then the statements (a test checks that the README shows exactly these).
+-- pg_regress runs psql in the top directory, where \i finds docs/.
 --
-CREATE TABLE sessions (
-    session_id   text PRIMARY KEY,
-    user_id      text NOT NULL,
-    project_id   text,                              -- locked after assignment
-    phase        text NOT NULL DEFAULT 'chatting',  -- chatting|building|verifying|done
-    pending_tool jsonb,                             -- the tool_use in flight, if any
-    cancel_token text,
-    state        jsonb COMPRESSION lz4 NOT NULL DEFAULT '{}',
-    updated_at   timestamptz NOT NULL DEFAULT now()
-);
-
-CREATE CONSTRAINT TRIGGER project_locked AFTER INSERT OR UPDATE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
-CREATE CONSTRAINT TRIGGER one_tool_at_a_time AFTER INSERT OR UPDATE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_slot_guard('pending_tool');
-CREATE CONSTRAINT TRIGGER phase_machine AFTER INSERT OR UPDATE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
-CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id');
+\i docs/sessions.sql
 
 INSERT INTO sessions (session_id, user_id) VALUES ('s-42', 'u-7');
 

@@ -1,6 +1,8 @@
 'use strict';
 // The README stays true to the code:
-//   - its session example is exactly what sql/sessions.sql runs as a test;
+//   - its session example is docs/sessions.sql (the sessions table that the
+//     demo, the benchmark and the reliability runs load) and then exactly
+//     what sql/sessions.sql runs as a test;
 //   - docs/agent_session.dot is what hx_machine_dot('agent_session') returns;
 //   - every function of the extension has a reference row with its signature;
 //   - every SQLSTATE the C code raises is in the SQLSTATE table.
@@ -17,14 +19,20 @@ let db;
 before(async () => { db = await freshDatabase('hx_docs'); });
 after(async () => { await db.end(); });
 
-test('the README session example is sql/sessions.sql', () => {
+test('the README session example is docs/sessions.sql and then sql/sessions.sql', () => {
+  // the README shows the table of docs/sessions.sql, then the statements
+  // that sql/sessions.sql runs after including it
+  const ddl = fs.readFileSync(path.join(top, 'docs/sessions.sql'), 'utf8');
+  const table = ddl.slice(ddl.indexOf('CREATE TABLE sessions'));
   const sql = fs.readFileSync(path.join(top, 'sql/sessions.sql'), 'utf8');
-  const body = sql.slice(sql.indexOf('CREATE TABLE sessions'), sql.indexOf('\nDROP TABLE sessions'));
+  const include = '\\i docs/sessions.sql\n';
+  assert.ok(sql.includes(include), 'sql/sessions.sql includes docs/sessions.sql');
+  const body = sql.slice(sql.indexOf(include) + include.length, sql.indexOf('\nDROP TABLE sessions'));
   const marker = readme.indexOf('<!-- session-example');
   assert.ok(marker > 0, 'README has the session-example marker');
   const start = readme.indexOf('```sql\n', marker) + '```sql\n'.length;
   const block = readme.slice(start, readme.indexOf('```', start));
-  assert.equal(block.trim(), body.trim());
+  assert.equal(block.trim(), `${table.trim()}\n\n${body.trim()}`);
 });
 
 test('docs/agent_session.dot is hx_machine_dot(agent_session)', async () => {

@@ -3,15 +3,20 @@
 EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
+	src/catalog.o \
 	src/diff.o \
+	src/encode.o \
+	src/equal.o \
 	src/guard.o \
 	src/hxstate.o \
 	src/merge.o \
+	src/ops.o \
 	src/patch.o \
 	src/phase.o \
 	src/pointer.o \
 	src/stream.o \
-	src/tree.o
+	src/tree.o \
+	src/trigger.o
 
 DATA = \
 	sql/hxstate--0.1.0.sql \

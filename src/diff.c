@@ -10,8 +10,8 @@
  * "replace" when they differ.  Arrays follow the arrays mode:
  *
  *	append	new is old plus items at the end: one "add /path/-" per item,
- *			so that deltas from parallel writers compose (Helix's
- *			arrayDeltaMode); any other change replaces the array
+ *			so that deltas from parallel writers compose (each writer's
+ *			appends stay appends); any other change replaces the array
  *	replace	any change replaces the array
  *	index	element by element: replace or recurse per index, "add" at
  *			the tail for new elements, "remove" from the end for old ones
@@ -35,7 +35,8 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
-#include "hxstate.h"
+#include "diff.h"
+#include "pointer.h"
 
 /*
  * Below this depth a differing subtree is replaced whole instead of being
@@ -368,25 +369,6 @@ diff_values(DiffState *st, JsonbValue *a, JsonbValue *b)
 	emit(st, "replace", NULL, b);
 }
 
-/* The root of a jsonb datum as a JsonbValue (raw scalars unwrapped) */
-static void
-root_value(Jsonb *jb, JsonbValue *v)
-{
-	if (JB_ROOT_IS_SCALAR(jb))
-	{
-		HxContainerIter it;
-
-		hx_citer_init(&it, &jb->root, 0);
-		hx_citer_next(&it, v);
-	}
-	else
-	{
-		v->type = jbvBinary;
-		v->val.binary.data = &jb->root;
-		v->val.binary.len = VARSIZE(jb) - VARHDRSZ;
-	}
-}
-
 /*
  * The patch from oldjb to newjb, as an array node in the current memory
  * context; its values point into newjb.  Used by hx_diff and hx_stream.
@@ -404,8 +386,8 @@ hx_diff_nodes(Jsonb *oldjb, Jsonb *newjb, HxArrayMode mode)
 	st.depth = 0;
 	st.steps = 0;
 
-	root_value(oldjb, &a);
-	root_value(newjb, &b);
+	hx_jsonb_root_value(oldjb, &a);
+	hx_jsonb_root_value(newjb, &b);
 	diff_values(&st, &a, &b);
 	return st.ops;
 }
@@ -428,7 +410,7 @@ hx_diff(PG_FUNCTION_ARGS)
 									ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(workcxt);
 	ops = hx_diff_nodes(oldjb, newjb, mode);
-	result = hx_node_to_jsonb(ops, 64 * (Size) ops->u.arr.n, oldcxt);
+	result = hx_node_to_jsonb(ops, oldcxt);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(workcxt);
 

@@ -6,9 +6,7 @@
  *	  hx_lock_once(column [, ...])	once not NULL, a column never changes
  *	  hx_slot_guard(column [, ...])	NULL -> value and value -> NULL only
  *
- * and the trigger plumbing they share with hx_phase_guard (phase.c):
- * checking how the function was called, and resolving its arguments once
- * per statement.  An argument "column:/json/pointer" guards one member of
+ * An argument "column:/json/pointer" guards one member of
  * a jsonb column the same way; a member counts as unset when it is missing
  * or JSON null.
  *
@@ -31,105 +29,14 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
-#include "commands/trigger.h"
-#include "executor/spi.h"
-#include "mb/pg_wchar.h"
-#include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
-#include "utils/rel.h"
-#include "utils/rls.h"
 
-#include "hxstate.h"
+#include "pointer.h"
+#include "trigger.h"
 
-/* ---------------------------------------------------------------------
- * Trigger plumbing
- * ---------------------------------------------------------------------
- */
-
-/* The TriggerData of a trigger call; an error for a direct call */
-TriggerData *
-hx_trigger_data(FunctionCallInfo fcinfo, const char *funcname)
-{
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function \"%s\" must be called as a trigger", funcname)));
-	return (TriggerData *) fcinfo->context;
-}
-
-/*
- * Check that fcinfo is a row trigger call for INSERT or UPDATE (BEFORE or
- * AFTER), as every guard needs, and return its TriggerData.
- */
-TriggerData *
-hx_guard_trigger_data(FunctionCallInfo fcinfo, const char *funcname)
-{
-	TriggerData *trigdata = hx_trigger_data(fcinfo, funcname);
-	TriggerEvent ev = trigdata->tg_event;
-
-	if (!TRIGGER_FIRED_FOR_ROW(ev))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trigger \"%s\" must be FOR EACH ROW",
-						trigdata->tg_trigger->tgname),
-				 errhint("Function \"%s\" checks rows.", funcname)));
-	if (TRIGGER_FIRED_INSTEAD(ev))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trigger \"%s\" must be fired BEFORE or AFTER, not INSTEAD OF",
-						trigdata->tg_trigger->tgname)));
-	if (!TRIGGER_FIRED_BY_INSERT(ev) && !TRIGGER_FIRED_BY_UPDATE(ev))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trigger \"%s\" must be fired for INSERT or UPDATE",
-						trigdata->tg_trigger->tgname)));
-	return trigdata;
-}
-
-/* What a row trigger hands back: the new row BEFORE, anything AFTER */
-Datum
-hx_guard_return(TriggerData *trigdata)
-{
-	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-		return PointerGetDatum(trigdata->tg_newtuple);
-	return PointerGetDatum(trigdata->tg_trigtuple);
-}
-
-/* The attribute number of column name in rel, or an error naming both */
-AttrNumber
-hx_guard_column(Relation rel, const char *name)
-{
-	AttrNumber	attnum = SPI_fnumber(RelationGetDescr(rel), name);
-
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						name, RelationGetRelationName(rel))));
-	return attnum;
-}
-
-/*
- * Name the table, column and constraint of a trigger's error report.
- * errtablecol() and errtableconstraint() each set the schema and table
- * fields, and a field may be set only once per report, so the constraint
- * name is added on its own.  Returns 0, as the errxxx() functions do.
- */
-int
-hx_errtablecolconstraint(Relation rel, AttrNumber attnum, const char *conname)
-{
-	errtablecol(rel, attnum);
-	err_generic_string(PG_DIAG_CONSTRAINT_NAME, conname);
-	return 0;
-}
-
-/*
- * The guarded columns of a trigger, resolved once per statement and kept
- * in fn_extra.
- */
+/* A guarded column (or member of a jsonb column), resolved once */
 typedef struct GuardColumn
 {
 	AttrNumber	attnum;
@@ -144,32 +51,27 @@ typedef struct GuardColumn
 
 typedef struct GuardArgs
 {
-	Oid			tgoid;
 	int			ncols;
 	GuardColumn cols[FLEXIBLE_ARRAY_MEMBER];
 } GuardArgs;
 
-static GuardArgs *
-guard_args(FunctionCallInfo fcinfo, TriggerData *trigdata, const char *funcname)
+/* Parse the guarded columns of a trigger (an HxTriggerArgsParser) */
+static void *
+parse_guard_args(TriggerData *trigdata, MemoryContext cxt)
 {
 	Trigger    *tg = trigdata->tg_trigger;
 	Relation	rel = trigdata->tg_relation;
-	GuardArgs  *args = fcinfo->flinfo->fn_extra;
+	GuardArgs  *args;
 	MemoryContext oldcxt;
 	int			i;
-
-	if (args && args->tgoid == tg->tgoid)
-		return args;
 
 	if (tg->tgnargs < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("trigger \"%s\" names no column to guard",
-						tg->tgname),
-				 errhint("Pass the columns as arguments: EXECUTE FUNCTION %s('column', 'column:/json/pointer').",
-						 funcname)));
+				 errmsg("trigger \"%s\" names no column to guard", tg->tgname),
+				 errhint("Pass the columns as arguments, as in EXECUTE FUNCTION hx_lock_once('column', 'column:/json/pointer').")));
 
-	oldcxt = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	oldcxt = MemoryContextSwitchTo(cxt);
 	args = palloc0(offsetof(GuardArgs, cols) + sizeof(GuardColumn) * tg->tgnargs);
 	args->ncols = tg->tgnargs;
 	for (i = 0; i < tg->tgnargs; i++)
@@ -180,7 +82,7 @@ guard_args(FunctionCallInfo fcinfo, TriggerData *trigdata, const char *funcname)
 		bool		isvarlena;
 
 		col->colname = colon ? pnstrdup(arg, colon - arg) : pstrdup(arg);
-		col->attnum = hx_guard_column(rel, col->colname);
+		col->attnum = hx_trigger_column(rel, col->colname);
 		col->typid = TupleDescAttr(RelationGetDescr(rel), col->attnum - 1)->atttypid;
 		get_typlenbyval(col->typid, &col->typlen, &col->typbyval);
 		getTypeOutputInfo(col->typid, &col->typoutput, &isvarlena);
@@ -194,14 +96,12 @@ guard_args(FunctionCallInfo fcinfo, TriggerData *trigdata, const char *funcname)
 								col->colname, RelationGetRelationName(rel),
 								format_type_be(col->typid)),
 						 errdetail("Trigger \"%s\" guards \"%s\", and only a jsonb column has members.",
-								   tg->tgname, arg)));
-			hx_pointer_parse(&col->ptr, colon + 1, strlen(colon + 1), NULL,
-							 "trigger argument");
+								   tg->tgname, hx_clip(arg))));
+			hx_pointer_parse(&col->ptr, colon + 1, strlen(colon + 1),
+							 HX_PTR_ARGUMENT);
 		}
 	}
-	args->tgoid = tg->tgoid;
 	MemoryContextSwitchTo(oldcxt);
-	fcinfo->flinfo->fn_extra = args;
 	return args;
 }
 
@@ -241,39 +141,9 @@ guard_json(GuardColumn *col, GuardValue *v)
 	v->json = hx_node_from_jsonb(DatumGetJsonbP(v->datum));
 	if (col->has_pointer)
 	{
-		v->json = hx_lookup(v->json, &col->ptr, col->ptr.ntokens, NULL);
-		v->isset = v->json != NULL && hx_node_shape(v->json) != HXS_NULL;
+		v->json = hx_lookup(v->json, &col->ptr, col->ptr.ntokens, false);
+		v->isset = v->json != NULL && !hx_node_is_null(v->json);
 	}
-}
-
-/*
- * A value as text for a message, cut to 64 bytes: NULL when the current
- * user may not see it (no SELECT on the column, or row-level security on
- * the table), as core does for "Failing row contains".
- */
-char *
-hx_guard_value_text(Relation rel, AttrNumber attnum, Oid typoutput,
-					Datum datum, bool isnull)
-{
-	Oid			relid = RelationGetRelid(rel);
-	char	   *s;
-	int			len;
-
-	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
-		return NULL;
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
-		pg_attribute_aclcheck(relid, attnum, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		return NULL;
-	if (isnull)
-		return pstrdup("NULL");
-	s = OidOutputFunctionCall(typoutput, datum);
-	len = strlen(s);
-	if (len > 64)
-	{
-		len = pg_mbcliplen(s, len, 64);
-		s = psprintf("%.*s...", len, s);
-	}
-	return s;
 }
 
 static char *
@@ -284,23 +154,12 @@ guard_value_text(Relation rel, GuardColumn *col, GuardValue *v)
 		Datum		d = (Datum) 0;
 
 		if (v->json)
-			d = JsonbPGetDatum(hx_node_to_jsonb(v->json, 64,
-												CurrentMemoryContext));
-		return hx_guard_value_text(rel, col->attnum, col->typoutput, d,
-								   v->json == NULL);
+			d = JsonbPGetDatum(hx_node_to_jsonb(v->json, CurrentMemoryContext));
+		return hx_value_text_for(rel, col->attnum, col->typoutput, d,
+								 v->json == NULL);
 	}
-	return hx_guard_value_text(rel, col->attnum, col->typoutput, v->datum,
-							   v->isnull);
-}
-
-/* "column \"project_id\"" or "member \"/owner\" of column \"state\"" */
-static char *
-guard_what(GuardColumn *col)
-{
-	if (col->has_pointer)
-		return psprintf("member \"%s\" of column \"%s\"", col->ptr.text,
-						col->colname);
-	return psprintf("column \"%s\"", col->colname);
+	return hx_value_text_for(rel, col->attnum, col->typoutput, v->datum,
+							 v->isnull);
 }
 
 typedef enum GuardKind
@@ -310,50 +169,62 @@ typedef enum GuardKind
 } GuardKind;
 
 static void
-guard_report(GuardKind kind, TriggerData *trigdata, GuardColumn *col,
-			 GuardValue *oldv, GuardValue *newv)
+report_locked(TriggerData *trigdata, GuardColumn *col, const char *oldtext,
+			  const char *newtext)
 {
 	Relation	rel = trigdata->tg_relation;
-	char	   *oldtext = guard_value_text(rel, col, oldv);
-	char	   *newtext = guard_value_text(rel, col, newv);
-	char	   *what = guard_what(col);
 
-	if (kind == GUARD_LOCK_ONCE)
-		ereport(ERROR,
-				(errcode(ERRCODE_HX_LOCKED),
-				 errmsg("%s of relation \"%s\" is locked", what,
-						RelationGetRelationName(rel)),
-				 (oldtext && newtext) ?
-				 errdetail("It was set to %s and cannot change to %s.",
-						   oldtext, newtext) :
-				 errdetail("It was set once and cannot change."),
-				 errhint("A column guarded by hx_lock_once is written once, by one writer."),
-				 hx_errtablecolconstraint(rel, col->attnum,
-										  trigdata->tg_trigger->tgname)));
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_HX_SLOT_BUSY),
-				 errmsg("%s of relation \"%s\" is busy", what,
-						RelationGetRelationName(rel)),
-				 (oldtext && newtext) ?
-				 errdetail("It holds %s and cannot take %s.", oldtext, newtext) :
-				 errdetail("It holds a value and cannot take another."),
-				 errhint("Set it to NULL when the work it holds ends, then set the next value."),
-				 hx_errtablecolconstraint(rel, col->attnum,
-										  trigdata->tg_trigger->tgname)));
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_LOCKED),
+			 col->has_pointer ?
+			 errmsg("member \"%s\" of column \"%s\" of relation \"%s\" is locked",
+					hx_clip(col->ptr.text), col->colname,
+					RelationGetRelationName(rel)) :
+			 errmsg("column \"%s\" of relation \"%s\" is locked",
+					col->colname, RelationGetRelationName(rel)),
+			 (oldtext && newtext) ?
+			 errdetail("It was set to %s and cannot change to %s.",
+					   oldtext, newtext) :
+			 errdetail("It was set once and cannot change."),
+			 errhint("A column guarded by hx_lock_once is written once, by one writer."),
+			 hx_errtablecolconstraint(rel, col->attnum,
+									  trigdata->tg_trigger->tgname)));
+}
+
+static void
+report_busy(TriggerData *trigdata, GuardColumn *col, const char *oldtext,
+			const char *newtext)
+{
+	Relation	rel = trigdata->tg_relation;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_SLOT_BUSY),
+			 col->has_pointer ?
+			 errmsg("member \"%s\" of column \"%s\" of relation \"%s\" is busy",
+					hx_clip(col->ptr.text), col->colname,
+					RelationGetRelationName(rel)) :
+			 errmsg("column \"%s\" of relation \"%s\" is busy",
+					col->colname, RelationGetRelationName(rel)),
+			 (oldtext && newtext) ?
+			 errdetail("It holds %s and cannot take %s.", oldtext, newtext) :
+			 errdetail("It holds a value and cannot take another."),
+			 errhint("Set it to NULL when the work it holds ends, then set the next value."),
+			 hx_errtablecolconstraint(rel, col->attnum,
+									  trigdata->tg_trigger->tgname)));
 }
 
 static Datum
 guard_check(FunctionCallInfo fcinfo, GuardKind kind, const char *funcname)
 {
-	TriggerData *trigdata = hx_guard_trigger_data(fcinfo, funcname);
-	GuardArgs  *args = guard_args(fcinfo, trigdata, funcname);
-	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	TriggerData *trigdata = hx_row_check_trigger_data(fcinfo, funcname);
+	GuardArgs  *args = hx_trigger_args(fcinfo, trigdata, parse_guard_args);
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	tupdesc = RelationGetDescr(rel);
 	int			i;
 
 	/* both guards are about changes: an INSERT sets values freely */
 	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-		return hx_guard_return(trigdata);
+		return hx_trigger_return(trigdata);
 
 	for (i = 0; i < args->ncols; i++)
 	{
@@ -382,9 +253,14 @@ guard_check(FunctionCallInfo fcinfo, GuardKind kind, const char *funcname)
 			 hx_node_equal(oldv.json, newv.json) :
 			 datum_image_eq(oldv.datum, newv.datum, col->typbyval, col->typlen)))
 			continue;			/* the same value again */
-		guard_report(kind, trigdata, col, &oldv, &newv);
+		if (kind == GUARD_LOCK_ONCE)
+			report_locked(trigdata, col, guard_value_text(rel, col, &oldv),
+						  guard_value_text(rel, col, &newv));
+		else
+			report_busy(trigdata, col, guard_value_text(rel, col, &oldv),
+						guard_value_text(rel, col, &newv));
 	}
-	return hx_guard_return(trigdata);
+	return hx_trigger_return(trigdata);
 }
 
 PG_FUNCTION_INFO_V1(hx_lock_once);

@@ -4,15 +4,19 @@
  *	  hx_merge(state jsonb, writes jsonb) -> jsonb: the composing merge of
  *	  one tool's step writes into an agent's state.
  *
- * writes is an op list applied in order (DESIGN.md section 2):
+ * writes is an op list applied in order by the op-list engine (ops.c):
  *
  *	append		items		appends; creates the array
  *	replace		value		sets (last write wins); null removes a member
  *	delete					removes; a missing path is no error
  *	increment	by			adds to a number; missing counts as 0
  *	union		items		appends the items not yet present (JSON equality)
- *	upsert		items, key	replaces the element with the same key in
- *							place, appends the others (default key "id")
+ *	upsert		items, key	replaces the first element with the same key in
+ *							place, appends the others (default key "id"; an
+ *							item whose key is missing or null is appended)
+ *	discard		items		removes every element equal to one of the items
+ *				or keys, key	... or whose key is one of the keys
+ *	clear					makes the array empty; creates it
  *	merge		value		RFC 7386 merge patch at the path
  *
  * and the RFC 6902 ops, forgiving where RFC 6902 is strict so that patches
@@ -23,9 +27,18 @@
  * Missing parent objects are created; array elements never are.  A JSON
  * object instead of an op list is an RFC 7386 merge patch of the state.
  *
- * Composition: append, increment, union, upsert of distinct keys, delete
- * and merge of distinct members give the same result whichever order two
- * writers' op lists are applied in (up to the order of appended items).
+ * Composition: append, increment, union, upsert of distinct keys, discard,
+ * delete and merge of distinct members give the same result whichever
+ * order two writers' op lists are applied in (up to the order of appended
+ * items).
+ *
+ * Membership (union, upsert, discard by key) is found through hash
+ * indexes of an array's elements, kept for the whole op list and brought
+ * up to date incrementally: appends are indexed as they come, an upsert's
+ * replacement updates every index of its array, and only an edit of the
+ * array by another op (its edits counter, tree.h) makes an index be
+ * rebuilt.  So repeated unions and upserts stay linear in time and
+ * memory, whatever ops come between them.
  *
  * src/merge.c
  *
@@ -33,15 +46,14 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
-#include "utils/numeric.h"
 
-#include "hxstate.h"
+#include "ops.h"
 
 typedef enum MergeOp
 {
@@ -51,53 +63,395 @@ typedef enum MergeOp
 	M_INCREMENT,
 	M_UNION,
 	M_UPSERT,
+	M_DISCARD,
+	M_CLEAR,
 	M_MERGE,
 	M_ADD,
 	M_REMOVE,
 	M_MOVE,
 	M_COPY,
-	M_TEST
+	M_TEST,
+	NUM_MERGE_OPS
 } MergeOp;
 
 static const char *const merge_op_names[] = {
-	"append", "replace", "delete", "increment", "union", "upsert", "merge",
-	"add", "remove", "move", "copy", "test"
+	"append", "replace", "delete", "increment", "union", "upsert", "discard",
+	"clear", "merge", "add", "remove", "move", "copy", "test"
 };
 
-#define MERGE_OP_HINT \
-	"The op must be one of append, replace, delete, increment, union, upsert, merge, add, remove, move, copy and test."
+StaticAssertDecl(lengthof(merge_op_names) == NUM_MERGE_OPS,
+				 "merge_op_names must name every MergeOp");
+
+/* Loops over an array's elements check for interrupts this often */
+#define MERGE_INTERRUPT_STRIDE	1024
+
+/* ---------------------------------------------------------------------
+ * Membership indexes
+ *
+ * An ElemSet is an open-addressing table of element positions, keyed by
+ * the hash of each element (a union's set) or of its key member (upsert
+ * and discard by key).  Every ElemSet of an array hangs off one entry of
+ * a hash table keyed by the array node, in the tree's memory context.
+ * ---------------------------------------------------------------------
+ */
+#define POS_EMPTY		0		/* positions[] holds position + 1 */
+#define POS_DELETED		(-1)
+
+typedef struct ElemSet
+{
+	struct ElemSet *next;		/* the array's other indexes */
+	MemoryContext cxt;			/* the tree's: where the table lives */
+	const char *key;			/* the key member; NULL: the element itself */
+	int			keylen;
+	uint32		edits;			/* the array's edits counter when in sync */
+	int			nindexed;		/* elements [0, nindexed) are indexed */
+	uint32	   *hashes;
+	int		   *positions;
+	uint32		mask;
+	int			used;			/* entries, including deleted ones */
+} ElemSet;
+
+typedef struct MemoEntry
+{
+	HxNode	   *arr;			/* hash key */
+	ElemSet    *sets;
+} MemoEntry;
+
+/* The state of one hx_merge call, kept across its operations */
+typedef struct MergeState
+{
+	HTAB	   *memos;			/* MemoEntry by array; NULL until needed */
+	MemoryContext scratch;		/* lookups' temporary nodes; reset per op */
+} MergeState;
+
+/* The tree was rebuilt (ops.c): its arrays and their indexes are gone */
+static void
+merge_reset(void *arg)
+{
+	MergeState *ms = (MergeState *) arg;
+
+	ms->memos = NULL;
+	ms->scratch = NULL;
+}
+
+/* The key of an element: the element itself, or its key member */
+static HxNode *
+elem_key(const ElemSet *set, HxNode *elem)
+{
+	HxNode	   *k;
+
+	if (set->key == NULL)
+		return elem;
+	if (hx_node_shape(elem) != HXS_OBJECT)
+		return NULL;
+	k = hx_node_get_member(elem, set->key, set->keylen);
+	if (k == NULL || hx_node_is_null(k))
+		return NULL;			/* no key: never matches */
+	return k;
+}
+
+static void
+elemset_alloc(ElemSet *set, int expected)
+{
+	uint32		size = 16;
+
+	while (size < (uint32) expected * 2)
+		size *= 2;
+	set->hashes = MemoryContextAllocHuge(set->cxt, sizeof(uint32) * size);
+	set->positions = MemoryContextAllocHuge(set->cxt, sizeof(int) * size);
+	memset(set->positions, 0, sizeof(int) * size);
+	set->mask = size - 1;
+	set->used = 0;
+}
+
+static void elemset_add(ElemSet *set, uint32 hash, int pos);
+
+/* A table twice as big (or as big, to drop deleted entries) */
+static void
+elemset_rehash(ElemSet *set, int expected)
+{
+	uint32		oldsize = set->mask + 1;
+	uint32	   *hashes = set->hashes;
+	int		   *positions = set->positions;
+	uint32		i;
+
+	elemset_alloc(set, expected);
+	for (i = 0; i < oldsize; i++)
+		if (positions[i] > 0)
+			elemset_add(set, hashes[i], positions[i] - 1);
+	pfree(hashes);
+	pfree(positions);
+}
+
+static void
+elemset_add(ElemSet *set, uint32 hash, int pos)
+{
+	uint32		h;
+
+	if ((uint32) (set->used + 1) * 2 > set->mask + 1)
+		elemset_rehash(set, set->used + 1);
+	h = hash & set->mask;
+	while (set->positions[h] != POS_EMPTY)
+		h = (h + 1) & set->mask;
+	set->hashes[h] = hash;
+	set->positions[h] = pos + 1;
+	set->used++;
+}
+
+/* Forget the entry of position pos, whose key hashes to hash */
+static void
+elemset_delete(ElemSet *set, uint32 hash, int pos)
+{
+	uint32		h = hash & set->mask;
+
+	while (set->positions[h] != POS_EMPTY)
+	{
+		if (set->positions[h] == pos + 1)
+		{
+			set->positions[h] = POS_DELETED;
+			return;
+		}
+		h = (h + 1) & set->mask;
+	}
+	elog(ERROR, "hx_merge: element %d is missing from its membership index", pos);
+}
+
+/*
+ * The first (lowest) position of an element whose key equals key, or -1.
+ * Runs in the scratch context: keys of on-disk elements are read into
+ * temporary nodes.
+ */
+static int
+elemset_find(ElemSet *set, uint32 hash, HxNode *key, HxNode *arr)
+{
+	uint32		h = hash & set->mask;
+	int			found = -1;
+
+	while (set->positions[h] != POS_EMPTY)
+	{
+		int			pos = set->positions[h] - 1;
+
+		if (set->positions[h] > 0 && set->hashes[h] == hash &&
+			(found < 0 || pos < found))
+		{
+			HxNode	   *ekey = elem_key(set, arr->u.arr.elems[pos]);
+
+			if (ekey && hx_node_equal(ekey, key))
+				found = pos;
+		}
+		h = (h + 1) & set->mask;
+	}
+	return found;
+}
+
+/* Index elements [nindexed, n) of arr: the appends since the last sync */
+static void
+elemset_index_tail(ElemSet *set, HxNode *arr)
+{
+	int			i;
+
+	for (i = set->nindexed; i < arr->u.arr.n; i++)
+	{
+		HxNode	   *k = elem_key(set, arr->u.arr.elems[i]);
+
+		if ((i % MERGE_INTERRUPT_STRIDE) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (k)
+			elemset_add(set, hx_node_hash(k), i);
+	}
+	set->nindexed = arr->u.arr.n;
+}
+
+static MemoEntry *
+memo_entry(MergeState *ms, MemoryContext treecxt, HxNode *arr)
+{
+	bool		found;
+	MemoEntry  *entry;
+
+	if (ms->memos == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(HxNode *);
+		ctl.entrysize = sizeof(MemoEntry);
+		ctl.hcxt = treecxt;
+		ms->memos = hash_create("hx_merge membership indexes", 16, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(ms->memos, &arr, HASH_ENTER, &found);
+	if (!found)
+		entry->sets = NULL;
+	return entry;
+}
+
+/*
+ * The index of arr by key (NULL: by the elements themselves), in sync
+ * with arr: reused, with the appends since indexed, while the array's
+ * edits counter has not moved; rebuilt otherwise.  Allocated in the
+ * tree's context.
+ */
+static ElemSet *
+elemset_for(MergeState *ms, MemoryContext treecxt, HxNode *arr,
+			const char *key, int keylen)
+{
+	MemoEntry  *entry = memo_entry(ms, treecxt, arr);
+	ElemSet    *set;
+	MemoryContext oldcxt = MemoryContextSwitchTo(treecxt);
+
+	for (set = entry->sets; set; set = set->next)
+	{
+		if (set->keylen == keylen &&
+			(key == NULL ? set->key == NULL :
+			 (set->key != NULL && memcmp(set->key, key, keylen) == 0)))
+			break;
+	}
+	if (set == NULL)
+	{
+		set = palloc0(sizeof(ElemSet));
+		set->cxt = treecxt;
+		set->key = key;
+		set->keylen = keylen;
+		set->edits = arr->u.arr.edits;
+		elemset_alloc(set, arr->u.arr.n);
+		set->next = entry->sets;
+		entry->sets = set;
+	}
+	else if (set->edits != arr->u.arr.edits)
+	{
+		pfree(set->hashes);
+		pfree(set->positions);
+		elemset_alloc(set, arr->u.arr.n);
+		set->nindexed = 0;
+		set->edits = arr->u.arr.edits;
+	}
+	MemoryContextSwitchTo(ms->scratch);
+	elemset_index_tail(set, arr);
+	MemoryContextSwitchTo(oldcxt);
+	return set;
+}
+
+/*
+ * Replace element pos of arr by item, keeping every index of arr that is
+ * in sync in sync (the replacement moves the array's edits counter).
+ */
+static void
+replace_elem(MergeState *ms, HxNode *arr, int pos, HxNode *item)
+{
+	MemoEntry  *entry = hash_search(ms->memos, &arr, HASH_FIND, NULL);
+	uint32		before = arr->u.arr.edits;
+	HxNode	   *old = arr->u.arr.elems[pos];
+	ElemSet    *set;
+
+	for (set = entry ? entry->sets : NULL; set; set = set->next)
+	{
+		HxNode	   *k;
+
+		if (set->edits != before || pos >= set->nindexed)
+			continue;
+		if ((k = elem_key(set, old)) != NULL)
+			elemset_delete(set, hx_node_hash(k), pos);
+		if ((k = elem_key(set, item)) != NULL)
+			elemset_add(set, hx_node_hash(k), pos);
+	}
+	hx_array_set(arr, pos, item);
+	for (set = entry ? entry->sets : NULL; set; set = set->next)
+		if (set->edits == before)
+			set->edits = arr->u.arr.edits;
+}
 
 /* ---------------------------------------------------------------------
  * Reading operations
  * ---------------------------------------------------------------------
  */
 
-/* The required "items" member, which must be an array */
+/* The "items" member, which must be an array; unpacked */
 static HxNode *
-get_items(JsonbContainer *op, const HxOpCtx *ctx)
+get_items(JsonbContainer *op, bool required)
 {
-	HxNode	   *items = hx_op_get_value(op, "items", ctx, true);
+	HxNode	   *items = hx_op_get_value(op, "items", required);
 
+	if (items == NULL)
+		return NULL;
 	if (hx_node_shape(items) != HXS_ARRAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_MALFORMED),
-				 errmsg("%s has a non-array \"items\" member", hx_op_label(ctx)),
+				 errmsg("the \"items\" member of the operation is not an array"),
 				 errdetail("It is of type %s.",
 						   hx_shape_name(hx_node_shape(items)))));
 	hx_node_expand(items);
 	return items;
 }
 
-static void
-error_type_conflict(const HxOpCtx *ctx, const char *verb, const HxPointer *ptr,
-					HxNode *found, const char *wanted)
+/* The "key" member of upsert and discard, "id" when absent */
+static const char *
+get_key(JsonbContainer *op, int *keylen)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_HX_TYPE_CONFLICT),
-			 errmsg("%s failed: cannot %s \"%s\"", hx_op_label(ctx), verb,
-					ptr->text),
-			 errdetail("The value at \"%s\" is %s, not %s.", ptr->text,
-					   hx_shape_article(hx_node_shape(found)), wanted)));
+	const char *key = hx_op_get_string(op, "key", false, keylen);
+
+	if (key == NULL)
+	{
+		*keylen = 2;
+		return "id";
+	}
+	return key;
+}
+
+/* What an op that failed on a type conflict was doing */
+typedef enum Verb
+{
+	V_APPEND,
+	V_UNION,
+	V_UPSERT,
+	V_DISCARD,
+	V_CLEAR,
+	V_INCREMENT
+} Verb;
+
+static void
+error_type_conflict(Verb verb, const HxPointer *ptr, HxNode *found)
+{
+	const char *p = hx_clip(ptr->text);
+	const char *type = hx_shape_name(hx_node_shape(found));
+
+	switch (verb)
+	{
+		case V_APPEND:
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_TYPE_CONFLICT),
+					 errmsg("cannot append to \"%s\"", p),
+					 errdetail("The value at \"%s\" is of type %s, not an array.", p, type)));
+			break;
+		case V_UNION:
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_TYPE_CONFLICT),
+					 errmsg("cannot union into \"%s\"", p),
+					 errdetail("The value at \"%s\" is of type %s, not an array.", p, type)));
+			break;
+		case V_UPSERT:
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_TYPE_CONFLICT),
+					 errmsg("cannot upsert into \"%s\"", p),
+					 errdetail("The value at \"%s\" is of type %s, not an array.", p, type)));
+			break;
+		case V_DISCARD:
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_TYPE_CONFLICT),
+					 errmsg("cannot discard from \"%s\"", p),
+					 errdetail("The value at \"%s\" is of type %s, not an array.", p, type)));
+			break;
+		case V_CLEAR:
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_TYPE_CONFLICT),
+					 errmsg("cannot clear \"%s\"", p),
+					 errdetail("The value at \"%s\" is of type %s, not an array.", p, type)));
+			break;
+		case V_INCREMENT:
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_TYPE_CONFLICT),
+					 errmsg("cannot increment \"%s\"", p),
+					 errdetail("The value at \"%s\" is of type %s, not a number.", p, type)));
+			break;
+	}
 }
 
 /* ---------------------------------------------------------------------
@@ -123,8 +477,7 @@ typedef struct Target
  * (arrays grow by append, union, upsert and "add .../-").
  */
 static void
-target_locate(Target *t, HxNode **rootp, const HxPointer *ptr,
-			  const HxOpCtx *ctx)
+target_locate(Target *t, HxNode **rootp, const HxPointer *ptr)
 {
 	t->rootp = rootp;
 	t->ptr = ptr;
@@ -132,23 +485,20 @@ target_locate(Target *t, HxNode **rootp, const HxPointer *ptr,
 	t->index = -1;
 	if (ptr->ntokens == 0)
 		return;
-	t->parent = hx_walk(rootp, ptr, ptr->ntokens - 1, HX_WALK_CREATE, ctx);
+	t->parent = hx_walk(rootp, ptr, ptr->ntokens - 1, HX_WALK_CREATE);
 	if (t->parent->kind == HX_ARRAY)
 		t->index = hx_array_position(t->parent, ptr, ptr->ntokens - 1,
-									 false, false, ctx);
+									 false, false);
 	else if (t->parent->kind != HX_OBJECT)
-		ereport(ERROR,
-				(errcode(ERRCODE_HX_TYPE_CONFLICT),
-				 errmsg("%s failed: cannot create %s \"%s\"",
-						hx_op_label(ctx), ptr->member, ptr->text),
-				 errdetail("The value at \"%s\" is %s, not an object or array.",
-						   hx_pointer_prefix(ptr, ptr->ntokens - 1),
-						   hx_shape_article(hx_node_shape(t->parent)))));
+		hx_error_cannot_create(ptr, ptr->ntokens - 1, t->parent);
 }
 
-/* The node at the target, or NULL when the member does not exist */
+/*
+ * The node at the target, or NULL when the member does not exist; for_edit
+ * when the caller may change it in place.
+ */
 static HxNode *
-target_get(Target *t)
+target_get(Target *t, bool for_edit)
 {
 	const HxToken *last;
 	HxNode	  **slot;
@@ -156,7 +506,8 @@ target_get(Target *t)
 	if (t->parent == NULL)
 		return *t->rootp;
 	if (t->parent->kind == HX_ARRAY)
-		return t->parent->u.arr.elems[t->index];
+		return for_edit ? hx_array_edit_elem(t->parent, t->index) :
+			t->parent->u.arr.elems[t->index];
 	last = &t->ptr->tokens[t->ptr->ntokens - 1];
 	slot = hx_object_find(t->parent, last->s, last->len);
 	return slot ? *slot : NULL;
@@ -179,128 +530,36 @@ target_set(Target *t, HxNode *value)
 }
 
 /*
- * The array at the target, unpacked, created empty when missing; verb
- * names the op for a type conflict.
+ * The array at the target, unpacked, or NULL when missing (created empty
+ * when create); verb names the op for a type conflict.
  */
 static HxNode *
-target_array(Target *t, const HxOpCtx *ctx, const char *verb)
+target_array(Target *t, Verb verb, bool create)
 {
-	HxNode	   *arr = target_get(t);
+	HxNode	   *arr = target_get(t, true);
 
 	if (arr == NULL)
 	{
+		if (!create)
+			return NULL;
 		arr = hx_node_new_array(0);
 		target_set(t, arr);
 	}
 	else if (hx_node_shape(arr) != HXS_ARRAY)
-		error_type_conflict(ctx, verb, t->ptr, arr, "an array");
+		error_type_conflict(verb, t->ptr, arr);
 	hx_node_expand(arr);
 	return arr;
 }
 
 /* ---------------------------------------------------------------------
- * Membership by JSON value: a small open-addressing table of element
- * positions, keyed by hx_node_hash of the element (union) or of its key
- * member (upsert).  The table is kept on the array node and reused by the
- * next union or upsert of the same kind as long as nothing else edited the
- * tree in between (hx_tree_epoch), so that an op list of many unions into
- * one set stays linear.
- * ---------------------------------------------------------------------
- */
-typedef struct ElemSet
-{
-	const char *key;			/* upsert's key member; NULL for union */
-	int			keylen;
-	uint32	   *hashes;
-	int		   *positions;		/* position + 1; 0 is empty */
-	uint32		mask;
-	int			used;
-} ElemSet;
-
-static void
-elemset_init(ElemSet *set, int expected)
-{
-	uint32		size = 16;
-
-	while (size < (uint32) expected * 2)
-		size *= 2;
-	set->hashes = MemoryContextAllocHuge(CurrentMemoryContext,
-										 sizeof(uint32) * size);
-	set->positions = MemoryContextAllocHuge(CurrentMemoryContext,
-											sizeof(int) * size);
-	memset(set->positions, 0, sizeof(int) * size);
-	set->mask = size - 1;
-	set->used = 0;
-}
-
-static void elemset_add(ElemSet *set, uint32 hash, int pos);
-
-static void
-elemset_grow(ElemSet *set)
-{
-	uint32		oldsize = set->mask + 1;
-	uint32	   *hashes = set->hashes;
-	int		   *positions = set->positions;
-	uint32		i;
-
-	elemset_init(set, oldsize);
-	for (i = 0; i < oldsize; i++)
-		if (positions[i])
-			elemset_add(set, hashes[i], positions[i] - 1);
-	pfree(hashes);
-	pfree(positions);
-}
-
-static void
-elemset_add(ElemSet *set, uint32 hash, int pos)
-{
-	uint32		h;
-
-	if ((uint32) (set->used + 1) * 2 > set->mask + 1)
-		elemset_grow(set);
-	h = hash & set->mask;
-	while (set->positions[h])
-		h = (h + 1) & set->mask;
-	set->hashes[h] = hash;
-	set->positions[h] = pos + 1;
-	set->used++;
-}
-
-/*
- * The position of an element whose key (what keyof gives for it) equals
- * key, or -1.  keyof NULL means the element itself.
- */
-static int
-elemset_find(ElemSet *set, uint32 hash, HxNode *key, HxNode *arr,
-			 HxNode *(*keyof) (HxNode *elem, void *arg), void *arg)
-{
-	uint32		h = hash & set->mask;
-
-	while (set->positions[h])
-	{
-		if (set->hashes[h] == hash)
-		{
-			int			pos = set->positions[h] - 1;
-			HxNode	   *elem = arr->u.arr.elems[pos];
-			HxNode	   *ekey = keyof ? keyof(elem, arg) : elem;
-
-			if (ekey && hx_node_equal(ekey, key))
-				return pos;
-		}
-		h = (h + 1) & set->mask;
-	}
-	return -1;
-}
-
-/* ---------------------------------------------------------------------
- * The operations
+ * The array operations
  * ---------------------------------------------------------------------
  */
 
 static void
-op_append(Target *t, HxNode *items, const HxOpCtx *ctx)
+op_append(Target *t, HxNode *items)
 {
-	HxNode	   *arr = target_get(t);
+	HxNode	   *arr = target_get(t, false);
 	int			i;
 
 	if (arr == NULL)
@@ -309,278 +568,445 @@ op_append(Target *t, HxNode *items, const HxOpCtx *ctx)
 		target_set(t, items);
 		return;
 	}
-	arr = target_array(t, ctx, "append to");
+	arr = target_array(t, V_APPEND, true);
 	for (i = 0; i < items->u.arr.n; i++)
 		hx_array_append(arr, items->u.arr.elems[i]);
 }
 
-/*
- * The membership index of arr for key (NULL: the elements themselves),
- * reused from the last union or upsert when still valid, else built.
- */
-static ElemSet *
-elemset_for(HxNode *arr, const char *key, int keylen, int extra,
-			HxNode *(*keyof) (HxNode *elem, void *arg), void *arg)
-{
-	ElemSet    *set = arr->u.arr.memo;
-	int			i;
-
-	if (set && arr->u.arr.memo_epoch == hx_tree_epoch &&
-		set->keylen == keylen &&
-		(key == NULL ? set->key == NULL :
-		 (set->key != NULL && memcmp(set->key, key, keylen) == 0)))
-		return set;
-
-	set = palloc(sizeof(ElemSet));
-	set->key = key;
-	set->keylen = keylen;
-	elemset_init(set, arr->u.arr.n + extra);
-	for (i = 0; i < arr->u.arr.n; i++)
-	{
-		HxNode	   *k = keyof ? keyof(arr->u.arr.elems[i], arg) : arr->u.arr.elems[i];
-
-		if ((i & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-		if (k)
-			elemset_add(set, hx_node_hash(k), i);
-	}
-	arr->u.arr.memo = set;
-	return set;
-}
-
 static void
-op_union(Target *t, HxNode *items, const HxOpCtx *ctx)
+op_union(HxOpList *ops, MergeState *ms, Target *t, HxNode *items)
 {
-	HxNode	   *arr = target_array(t, ctx, "union into");
-	ElemSet    *set = elemset_for(arr, NULL, 0, items->u.arr.n, NULL, NULL);
+	HxNode	   *arr = target_array(t, V_UNION, true);
+	ElemSet    *set = elemset_for(ms, ops->treecxt, arr, NULL, 0);
 	int			i;
 
 	for (i = 0; i < items->u.arr.n; i++)
 	{
 		HxNode	   *item = items->u.arr.elems[i];
 		uint32		hash = hx_node_hash(item);
+		int			found;
+		MemoryContext oldcxt = MemoryContextSwitchTo(ms->scratch);
 
-		if (elemset_find(set, hash, item, arr, NULL, NULL) < 0)
-		{
+		found = elemset_find(set, hash, item, arr);
+		MemoryContextSwitchTo(oldcxt);
+		if (found < 0)
 			hx_array_append(arr, item);
-			elemset_add(set, hash, arr->u.arr.n - 1);
-		}
+		/* the item is indexed with the other appends, at the next sync */
+		elemset_index_tail(set, arr);
 	}
-	arr->u.arr.memo_epoch = hx_tree_epoch;
 }
 
-typedef struct UpsertKey
+/* The items of upsert: objects; their keys (NULL: no key) in keys[] */
+static HxNode **
+upsert_keys(HxNode *items, const char *key, int keylen)
 {
-	const char *key;
-	int			keylen;
-} UpsertKey;
-
-static HxNode *
-upsert_keyof(HxNode *elem, void *arg)
-{
-	UpsertKey  *k = arg;
-
-	if (hx_node_shape(elem) != HXS_OBJECT)
-		return NULL;
-	return hx_node_get_member(elem, k->key, k->keylen);
-}
-
-static void
-op_upsert(Target *t, HxNode *items, JsonbContainer *op, const HxOpCtx *ctx)
-{
-	UpsertKey	k;
-	HxNode	   *arr;
-	ElemSet    *set;
+	HxNode	  **keys = palloc(sizeof(HxNode *) * Max(items->u.arr.n, 1));
 	int			i;
 
-	k.key = hx_op_get_string(op, "key", ctx, false, &k.keylen);
-	if (k.key == NULL)
-	{
-		k.key = "id";
-		k.keylen = 2;
-	}
-	for (i = 0; i < items->u.arr.n; i++)
-	{
-		if (hx_node_shape(items->u.arr.elems[i]) != HXS_OBJECT)
-			ereport(ERROR,
-					(errcode(ERRCODE_HX_MALFORMED),
-					 errmsg("%s has an item that is not an object",
-							hx_op_label(ctx)),
-					 errdetail("Item %d is of type %s.", i,
-							   hx_shape_name(hx_node_shape(items->u.arr.elems[i])))));
-	}
-
-	arr = target_array(t, ctx, "upsert into");
-	set = elemset_for(arr, k.key, k.keylen, items->u.arr.n, upsert_keyof, &k);
 	for (i = 0; i < items->u.arr.n; i++)
 	{
 		HxNode	   *item = items->u.arr.elems[i];
-		HxNode	   *key = upsert_keyof(item, &k);
-		uint32		hash;
-		int			pos;
+		HxNode	   *k;
 
-		if (key == NULL)
-		{
-			hx_array_append(arr, item);
-			continue;
-		}
-		hash = hx_node_hash(key);
-		pos = elemset_find(set, hash, key, arr, upsert_keyof, &k);
-		if (pos >= 0)
-			hx_array_set(arr, pos, item);
-		else
-		{
-			hx_array_append(arr, item);
-			elemset_add(set, hash, arr->u.arr.n - 1);
-		}
+		if (hx_node_shape(item) != HXS_OBJECT)
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_MALFORMED),
+					 errmsg("item %d of the operation is not an object", i),
+					 errdetail("It is of type %s.",
+							   hx_shape_name(hx_node_shape(item)))));
+		k = hx_node_get_member(item, key, keylen);
+		keys[i] = (k == NULL || hx_node_is_null(k)) ? NULL : k;
 	}
-	arr->u.arr.memo_epoch = hx_tree_epoch;
+	return keys;
 }
 
 static void
-op_increment(Target *t, JsonbContainer *op, const HxOpCtx *ctx)
+op_upsert(HxOpList *ops, MergeState *ms, Target *t, HxNode *items,
+		  JsonbContainer *op)
 {
-	HxNode	   *by = hx_op_get_value(op, "by", ctx, true);
+	int			keylen;
+	const char *key = get_key(op, &keylen);
+	HxNode	  **keys = upsert_keys(items, key, keylen);
+	HxNode	   *arr = target_array(t, V_UPSERT, true);
+	ElemSet    *set = elemset_for(ms, ops->treecxt, arr, key, keylen);
+	int			i;
+
+	for (i = 0; i < items->u.arr.n; i++)
+	{
+		HxNode	   *item = items->u.arr.elems[i];
+		int			found = -1;
+
+		if (keys[i] != NULL)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(ms->scratch);
+
+			found = elemset_find(set, hx_node_hash(keys[i]), keys[i], arr);
+			MemoryContextSwitchTo(oldcxt);
+		}
+		if (found >= 0)
+			replace_elem(ms, arr, found, item);
+		else
+		{
+			hx_array_append(arr, item);
+			elemset_index_tail(set, arr);
+		}
+	}
+}
+
+/*
+ * discard: remove every element equal to one of "items", or whose key
+ * member equals one of "keys".  A missing array is no error: there is
+ * nothing to discard, and nothing is created.
+ */
+static void
+op_discard(HxOpList *ops, MergeState *ms, const HxPointer *path,
+		   JsonbContainer *op)
+{
+	HxNode	   *items = get_items(op, false);
+	HxNode	   *keys = hx_op_get_value(op, "keys", false);
+	const char *key = NULL;
+	int			keylen = 0;
+	Target		t;
+	HxNode	   *arr;
+	ElemSet    *set;
+	bool	   *keep;
+	HxNode	   *wanted;
+	int			i;
+
+	if ((items == NULL) == (keys == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_MALFORMED),
+				 errmsg("operation must have exactly one of the \"items\" and \"keys\" members")));
+	if (keys != NULL)
+	{
+		if (hx_node_shape(keys) != HXS_ARRAY)
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_MALFORMED),
+					 errmsg("the \"keys\" member of the operation is not an array"),
+					 errdetail("It is of type %s.",
+							   hx_shape_name(hx_node_shape(keys)))));
+		hx_node_expand(keys);
+		key = get_key(op, &keylen);
+	}
+	wanted = items ? items : keys;
+
+	if (hx_lookup(ops->root, path, path->ntokens, true) == NULL)
+		return;
+	target_locate(&t, &ops->root, path);
+	arr = target_array(&t, V_DISCARD, false);
+	if (arr->u.arr.n == 0 || wanted->u.arr.n == 0)
+		return;
+
+	/* mark the positions of the elements to discard, then drop them */
+	set = elemset_for(ms, ops->treecxt, arr, key, keylen);
+	keep = MemoryContextAllocHuge(ms->scratch, sizeof(bool) * arr->u.arr.n);
+	memset(keep, true, sizeof(bool) * arr->u.arr.n);
+	for (i = 0; i < wanted->u.arr.n; i++)
+	{
+		HxNode	   *w = wanted->u.arr.elems[i];
+		uint32		hash;
+		uint32		h;
+		MemoryContext oldcxt;
+
+		if (key != NULL && hx_node_is_null(w))
+			continue;			/* a null key matches nothing */
+		hash = hx_node_hash(w);
+		oldcxt = MemoryContextSwitchTo(ms->scratch);
+		for (h = hash & set->mask; set->positions[h] != POS_EMPTY;
+			 h = (h + 1) & set->mask)
+		{
+			int			pos = set->positions[h] - 1;
+			HxNode	   *ekey;
+
+			if (set->positions[h] < 0 || set->hashes[h] != hash || !keep[pos])
+				continue;
+			ekey = elem_key(set, arr->u.arr.elems[pos]);
+			if (ekey && hx_node_equal(ekey, w))
+				keep[pos] = false;
+		}
+		MemoryContextSwitchTo(oldcxt);
+	}
+	hx_array_retain(arr, keep);
+}
+
+static void
+op_clear(Target *t)
+{
+	HxNode	   *arr = target_array(t, V_CLEAR, true);
+
+	hx_array_retain(arr, NULL);
+}
+
+static void
+op_increment(Target *t, JsonbContainer *op)
+{
+	HxNode	   *by = hx_op_get_value(op, "by", true);
 	HxNode	   *cur;
 	Datum		sum;
 
 	if (hx_node_shape(by) != HXS_NUMBER)
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_MALFORMED),
-				 errmsg("%s has a non-numeric \"by\" member", hx_op_label(ctx)),
+				 errmsg("the \"by\" member of the operation is not a number"),
 				 errdetail("It is of type %s.", hx_shape_name(hx_node_shape(by)))));
 
-	cur = target_get(t);
+	cur = target_get(t, false);
 	if (cur == NULL)
 	{
 		target_set(t, by);
 		return;
 	}
 	if (hx_node_shape(cur) != HXS_NUMBER)
-		error_type_conflict(ctx, "increment", t->ptr, cur, "a number");
+		error_type_conflict(V_INCREMENT, t->ptr, cur);
 	sum = DirectFunctionCall2(numeric_add,
 							  NumericGetDatum(cur->u.scalar.val.numeric),
 							  NumericGetDatum(by->u.scalar.val.numeric));
 	target_set(t, hx_node_new_numeric(DatumGetNumeric(sum)));
 }
 
-static HxNode *merge_patch(HxNode *target, HxNode *patch);
+/* ---------------------------------------------------------------------
+ * RFC 7386 merge patches
+ * ---------------------------------------------------------------------
+ */
 
-/* One member of an RFC 7386 merge patch: null removes, others merge */
-static void
-merge_member(HxNode *target, const char *key, int keylen, HxNode *value)
+/*
+ * Does an object patch hold a null member, in itself or in an object it
+ * holds (arrays are values, not patches)?  Iterative, like the merge
+ * itself.  An unpacked patch is assumed to.
+ */
+static bool
+patch_has_null(HxNode *patch)
 {
-	if (value->kind == HX_SCALAR && value->u.scalar.type == jbvNull)
-		(void) hx_object_remove(target, key, keylen);
-	else
-	{
-		HxNode	  **slot = hx_object_find(target, key, keylen);
+	JsonbContainer **stack;
+	int			depth = 0;
+	int			cap = 16;
+	bool		found = false;
 
-		hx_object_set(target, key, keylen,
-					  merge_patch(slot ? *slot : NULL, value));
+	if (patch->kind != HX_BINARY)
+		return true;
+	stack = palloc(sizeof(JsonbContainer *) * cap);
+	stack[depth++] = patch->u.bin.data;
+	while (depth > 0 && !found)
+	{
+		JsonbContainer *c = stack[--depth];
+		int			n = JsonContainerSize(c);
+		HxContainerIter vit;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		hx_citer_init(&vit, c, n);
+		for (i = 0; i < n && !found; i++)
+		{
+			JsonbValue	v;
+
+			hx_citer_next(&vit, &v);
+			if (v.type == jbvNull)
+				found = true;
+			else if (v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data))
+			{
+				if (depth == cap)
+				{
+					cap *= 2;
+					stack = repalloc_huge(stack, sizeof(JsonbContainer *) * cap);
+				}
+				stack[depth++] = v.val.binary.data;
+			}
+		}
 	}
+	pfree(stack);
+	return found;
+}
+
+/* One level of a merge in progress: target, and the patch's members */
+typedef struct MergeFrame
+{
+	HxNode	   *target;			/* unpacked object */
+	HxNode	   *patch;			/* object: on disk or unpacked */
+	HxContainerIter kit;		/* on disk: its keys and values */
+	HxContainerIter vit;
+	int			i;
+	int			n;
+} MergeFrame;
+
+static void
+frame_init(MergeFrame *f, HxNode *target, HxNode *patch)
+{
+	f->target = target;
+	f->patch = patch;
+	f->i = 0;
+	if (patch->kind == HX_BINARY)
+	{
+		f->n = JsonContainerSize(patch->u.bin.data);
+		hx_citer_init(&f->kit, patch->u.bin.data, 0);
+		hx_citer_init(&f->vit, patch->u.bin.data, f->n);
+	}
+	else
+		f->n = patch->u.obj.n;
+}
+
+/* The frame's next member; false when there is none left */
+static bool
+frame_next(MergeFrame *f, const char **key, int *keylen, HxNode **value)
+{
+	while (f->i < f->n)
+	{
+		if (f->patch->kind == HX_BINARY)
+		{
+			JsonbValue	k;
+			JsonbValue	v;
+
+			hx_citer_next(&f->kit, &k);
+			hx_citer_next(&f->vit, &v);
+			f->i++;
+			*key = k.val.string.val;
+			*keylen = k.val.string.len;
+			*value = hx_node_from_value(&v);
+			return true;
+		}
+		else
+		{
+			HxPair	   *p = &f->patch->u.obj.pairs[f->i++];
+
+			if (p->value == NULL)
+				continue;
+			*key = p->key;
+			*keylen = p->keylen;
+			*value = p->value;
+			return true;
+		}
+	}
+	return false;
 }
 
 /*
  * RFC 7386: the result of merging patch into target (NULL when missing).
  * A patch that is not an object replaces the target; an object patch
- * merges member by member, null removing a member.
+ * merges member by member, null removing a member and objects merging
+ * into objects.  A patch member with no null anywhere in it is the result
+ * itself wherever the target has no object to merge into, so only the
+ * levels that both hold are unpacked.  Iterative: patches as deep as jsonb
+ * allows merge without running out of stack.
  */
 static HxNode *
 merge_patch(HxNode *target, HxNode *patch)
 {
-	HxContainerIter kit;
-	HxContainerIter vit;
-	int			n;
-	int			i;
-
-	check_stack_depth();
+	MergeFrame *stack;
+	int			depth = 0;
+	int			cap = 16;
+	uint32		steps = 0;
 
 	if (hx_node_shape(patch) != HXS_OBJECT)
 		return patch;
 	if (target == NULL || hx_node_shape(target) != HXS_OBJECT)
+	{
+		if (!patch_has_null(patch))
+			return patch;
 		target = hx_node_new_object(0);
+	}
 	hx_node_expand(target);
 
-	if (patch->kind == HX_OBJECT)
+	stack = palloc(sizeof(MergeFrame) * cap);
+	frame_init(&stack[depth++], target, patch);
+	while (depth > 0)
 	{
-		for (i = 0; i < patch->u.obj.n; i++)
+		MergeFrame *f = &stack[depth - 1];
+		const char *key;
+		int			keylen;
+		HxNode	   *value;
+		HxNode	   *child;
+		HxNode	  **slot;
+
+		if (!frame_next(f, &key, &keylen, &value))
 		{
-			HxPair	   *p = &patch->u.obj.pairs[i];
-
-			if (p->value)
-				merge_member(target, p->key, p->keylen, p->value);
+			depth--;
+			continue;
 		}
-		return target;
-	}
+		if ((++steps % MERGE_INTERRUPT_STRIDE) == 0)
+			CHECK_FOR_INTERRUPTS();
 
-	n = JsonContainerSize(patch->u.bin.data);
-	hx_citer_init(&kit, patch->u.bin.data, 0);
-	hx_citer_init(&vit, patch->u.bin.data, n);
-	for (i = 0; i < n; i++)
-	{
-		JsonbValue	k;
-		JsonbValue	v;
+		if (hx_node_is_null(value))
+		{
+			(void) hx_object_remove(f->target, key, keylen);
+			continue;
+		}
+		if (hx_node_shape(value) != HXS_OBJECT)
+		{
+			hx_object_set(f->target, key, keylen, value);
+			continue;
+		}
+		slot = hx_object_find(f->target, key, keylen);
+		child = slot ? *slot : NULL;
+		if (child == NULL || hx_node_shape(child) != HXS_OBJECT)
+		{
+			if (!patch_has_null(value))
+			{
+				hx_object_set(f->target, key, keylen, value);
+				continue;
+			}
+			child = hx_node_new_object(0);
+			hx_object_set(f->target, key, keylen, child);
+		}
+		else
+			hx_node_expand(child);
 
-		hx_citer_next(&kit, &k);
-		hx_citer_next(&vit, &v);
-		merge_member(target, k.val.string.val, k.val.string.len,
-					 hx_node_from_value(&v));
+		if (depth == cap)
+		{
+			cap *= 2;
+			stack = repalloc_huge(stack, sizeof(MergeFrame) * cap);
+		}
+		frame_init(&stack[depth++], child, value);
 	}
+	pfree(stack);
 	return target;
 }
 
-static bool
-is_null(HxNode *n)
-{
-	return n->kind == HX_SCALAR && n->u.scalar.type == jbvNull;
-}
+/* ---------------------------------------------------------------------
+ * The other operations
+ * ---------------------------------------------------------------------
+ */
 
 /* delete and remove: a missing path is no error */
 static void
-op_delete(HxNode **rootp, const HxPointer *path, const HxOpCtx *ctx)
+op_delete(HxNode **rootp, const HxPointer *path)
 {
 	if (path->ntokens == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_MALFORMED),
-				 errmsg("%s failed: cannot delete the whole state",
-						hx_op_label(ctx)),
+				 errmsg("cannot delete the whole state"),
 				 errhint("Use \"replace\" with path \"\" to change the whole state.")));
-	(void) hx_remove_at(rootp, path, true, ctx);
+	(void) hx_remove_at(rootp, path, true);
 }
 
 /*
- * replace and merge with a null value remove an object member (Helix's
- * mergeCustomState, RFC 7386), missing or not; an array element and the
- * root become null instead.  True when the op is done.
+ * replace and merge with a null value remove an object member (RFC 7386:
+ * null means delete), missing or not; an array element and the root
+ * become null instead.  True when the op is done.
  */
 static bool
-null_removes(HxNode **rootp, const HxPointer *path, HxNode *value,
-			 const HxOpCtx *ctx)
+null_removes(HxNode **rootp, const HxPointer *path, HxNode *value)
 {
 	HxNode	   *parent;
 
-	if (!is_null(value) || path->ntokens == 0)
+	if (!hx_node_is_null(value) || path->ntokens == 0)
 		return false;
-	parent = hx_lookup(*rootp, path, path->ntokens - 1, ctx);
+	parent = hx_lookup(*rootp, path, path->ntokens - 1, true);
 	if (parent != NULL && hx_node_shape(parent) == HXS_ARRAY)
 		return false;
-	op_delete(rootp, path, ctx);
+	op_delete(rootp, path);
 	return true;
 }
 
 /* RFC 6902 add, forgiving: missing parents are created, "-" creates an array */
 static void
-op_add(HxNode **rootp, const HxPointer *path, HxNode *value,
-	   const HxOpCtx *ctx)
+op_add(HxNode **rootp, const HxPointer *path, HxNode *value)
 {
 	int			n = path->ntokens;
 
 	if (n >= 2 &&
 		hx_parse_index(&path->tokens[n - 1]) == HX_INDEX_END &&
-		hx_lookup(*rootp, path, n - 1, ctx) == NULL)
+		hx_lookup(*rootp, path, n - 1, true) == NULL)
 	{
-		HxNode	   *grandparent = hx_walk(rootp, path, n - 2, HX_WALK_CREATE, ctx);
+		HxNode	   *grandparent = hx_walk(rootp, path, n - 2, HX_WALK_CREATE);
 
 		if (grandparent->kind == HX_OBJECT)
 		{
@@ -593,81 +1019,98 @@ op_add(HxNode **rootp, const HxPointer *path, HxNode *value,
 		}
 		/* otherwise hx_add_at reports what is wrong */
 	}
-	hx_add_at(rootp, path, value, HX_WALK_CREATE, ctx);
+	hx_add_at(rootp, path, value, HX_WALK_CREATE);
 }
 
 static void
-apply_merge_op(HxNode **rootp, JsonbContainer *op, HxOpCtx *ctx, void *arg)
+apply_merge_op(HxOpList *ops, JsonbContainer *op, void *arg)
 {
+	MergeState *ms = (MergeState *) arg;
 	MergeOp		kind;
 	HxPointer	path;
 	Target		t;
 	HxNode	   *value;
 
-	kind = (MergeOp) hx_parse_op_name(op, ctx, merge_op_names,
-									  lengthof(merge_op_names),
-									  MERGE_OP_HINT);
-	hx_op_get_pointer(op, "path", ctx, &path);
+	if (ms->scratch == NULL)
+		ms->scratch = AllocSetContextCreate(ops->treecxt, "hx_merge lookups",
+											ALLOCSET_DEFAULT_SIZES);
+	else
+		MemoryContextReset(ms->scratch);
+
+	kind = (MergeOp) hx_op_name(ops, op, merge_op_names,
+								lengthof(merge_op_names));
+	hx_op_get_pointer(ops, op, HX_PTR_PATH, &path);
 
 	switch (kind)
 	{
 		case M_APPEND:
-			value = get_items(op, ctx);
-			target_locate(&t, rootp, &path, ctx);
-			op_append(&t, value, ctx);
+			value = get_items(op, true);
+			target_locate(&t, &ops->root, &path);
+			op_append(&t, value);
 			break;
 
 		case M_UNION:
-			value = get_items(op, ctx);
-			target_locate(&t, rootp, &path, ctx);
-			op_union(&t, value, ctx);
+			value = get_items(op, true);
+			target_locate(&t, &ops->root, &path);
+			op_union(ops, ms, &t, value);
 			break;
 
 		case M_UPSERT:
-			value = get_items(op, ctx);
-			target_locate(&t, rootp, &path, ctx);
-			op_upsert(&t, value, op, ctx);
+			value = get_items(op, true);
+			target_locate(&t, &ops->root, &path);
+			op_upsert(ops, ms, &t, value, op);
+			break;
+
+		case M_DISCARD:
+			op_discard(ops, ms, &path, op);
+			break;
+
+		case M_CLEAR:
+			target_locate(&t, &ops->root, &path);
+			op_clear(&t);
 			break;
 
 		case M_INCREMENT:
-			target_locate(&t, rootp, &path, ctx);
-			op_increment(&t, op, ctx);
+			target_locate(&t, &ops->root, &path);
+			op_increment(&t, op);
 			break;
 
 		case M_REPLACE:
-			value = hx_op_get_value(op, "value", ctx, true);
-			if (null_removes(rootp, &path, value, ctx))
+			value = hx_op_get_value(op, "value", true);
+			if (null_removes(&ops->root, &path, value))
 				break;
-			target_locate(&t, rootp, &path, ctx);
+			target_locate(&t, &ops->root, &path);
 			target_set(&t, value);
 			break;
 
 		case M_MERGE:
-			value = hx_op_get_value(op, "value", ctx, true);
-			if (null_removes(rootp, &path, value, ctx))
+			value = hx_op_get_value(op, "value", true);
+			if (null_removes(&ops->root, &path, value))
 				break;
-			target_locate(&t, rootp, &path, ctx);
-			target_set(&t, merge_patch(target_get(&t), value));
+			target_locate(&t, &ops->root, &path);
+			target_set(&t, merge_patch(target_get(&t, true), value));
 			break;
 
 		case M_DELETE:
 		case M_REMOVE:
-			op_delete(rootp, &path, ctx);
+			op_delete(&ops->root, &path);
 			break;
 
 		case M_ADD:
-			value = hx_op_get_value(op, "value", ctx, true);
-			op_add(rootp, &path, value, ctx);
+			op_add(&ops->root, &path, hx_op_get_value(op, "value", true));
 			break;
 
 		case M_MOVE:
 		case M_COPY:
-			hx_op_move_copy(rootp, op, &path, kind == M_MOVE, op_add, ctx);
+			hx_op_move_copy(ops, op, &path, kind == M_MOVE, op_add);
 			break;
 
 		case M_TEST:
-			hx_op_test(*rootp, op, &path, ctx);
+			hx_op_test(ops, op, &path);
 			break;
+
+		case NUM_MERGE_OPS:
+			pg_unreachable();
 	}
 }
 
@@ -678,39 +1121,34 @@ hx_merge(PG_FUNCTION_ARGS)
 {
 	Jsonb	   *state = PG_GETARG_JSONB_P(0);
 	Jsonb	   *writes = PG_GETARG_JSONB_P(1);
-	MemoryContext workcxt;
-	MemoryContext oldcxt;
-	HxNode	   *root;
-	HxNode	   *original;
+	MergeState	ms = {0};
+	HxOpList	ops;
 	Jsonb	   *result;
 
 	if (JB_ROOT_IS_SCALAR(writes))
+	{
+		JsonbValue	v;
+
+		hx_jsonb_root_value(writes, &v);
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_MALFORMED),
-				 errmsg("hx_merge writes must be an array of operations or an object"),
-				 errdetail("The writes are of type %s.",
-						   hx_value_type_name(getIthJsonbValueFromContainer(&writes->root, 0)))));
+				 errmsg("writes must be an array of operations or an object"),
+				 errdetail("The writes are of type %s.", hx_value_type_name(&v))));
+	}
 
-	workcxt = AllocSetContextCreate(CurrentMemoryContext, "hx_merge",
-									ALLOCSET_DEFAULT_SIZES);
-	oldcxt = MemoryContextSwitchTo(workcxt);
-
-	root = original = hx_node_from_jsonb(state);
+	hx_ops_begin(&ops, HX_OPS_MERGE, state, VARSIZE(writes), merge_reset, &ms);
 	if (JB_ROOT_IS_ARRAY(writes))
-		hx_apply_ops(&root, &writes->root, "hx_merge operation",
-					 apply_merge_op, NULL);
+		hx_ops_apply(&ops, &writes->root, apply_merge_op, &ms);
 	else
-		root = merge_patch(root, hx_node_from_jsonb(writes));
+	{
+		/* an RFC 7386 merge patch of the whole state */
+		MemoryContext oldcxt = MemoryContextSwitchTo(ops.treecxt);
 
-	/* writes that change nothing give back the state itself */
-	if (root == original && root->kind == HX_BINARY)
-		result = state;
-	else
-		result = hx_node_to_jsonb(root, VARSIZE(state) + VARSIZE(writes),
-								  oldcxt);
+		ops.root = merge_patch(ops.root, hx_node_from_jsonb(writes));
+		MemoryContextSwitchTo(oldcxt);
+	}
+	result = hx_ops_end(&ops, CurrentMemoryContext);
 
-	MemoryContextSwitchTo(oldcxt);
-	MemoryContextDelete(workcxt);
 	PG_FREE_IF_COPY(writes, 1);
 	PG_RETURN_JSONB_P(result);
 }

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * pointer.c
- *	  RFC 6901 JSON Pointer: parsing, escaping and array indexes, shared by
- *	  hx_patch, hx_merge, hx_diff and the triggers.
+ *	  RFC 6901 JSON Pointer: parsing, escaping and array indexes, and
+ *	  walking an HxNode tree by a pointer; shared by hx_patch, hx_merge,
+ *	  hx_diff and the triggers.
  *
  * A pointer is either empty (the whole document) or a sequence of
  * reference tokens, each introduced by "/".  In a token "~1" stands for
@@ -11,24 +12,63 @@
  * leading zeros (section 4); "-" names the position after the last element
  * and exists only where RFC 6902 allows it (the target of "add").
  *
+ * Errors here say what is wrong with a pointer; which operation it
+ * belongs to is the op-list engine's error context (ops.c).
+ *
  * src/pointer.c
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 
-#include "hxstate.h"
+#include "pointer.h"
 
 /*
- * Parse "text" into ptr.  Syntax errors are reported against the operation
- * described by ctx (NULL outside an op list); member names where the
- * pointer was read: "path", "from", or a trigger argument.
+ * A user string (a pointer, a key) for a message: cut to HX_MESSAGE_CLIP
+ * bytes, on a character boundary, with "..." when cut.
+ */
+const char *
+hx_clip(const char *s)
+{
+	int			len = strlen(s);
+	int			keep;
+
+	if (len <= HX_MESSAGE_CLIP)
+		return s;
+	keep = pg_mbcliplen(s, len, HX_MESSAGE_CLIP);
+	return psprintf("%.*s...", keep, s);
+}
+
+static void
+error_syntax(const HxPointer *ptr, bool tilde)
+{
+	const char *member = (ptr->role == HX_PTR_FROM) ? "from" : "path";
+
+	if (ptr->role == HX_PTR_ARGUMENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_BAD_POINTER),
+				 errmsg("invalid JSON pointer \"%s\"", hx_clip(ptr->text)),
+				 tilde ?
+				 errdetail("In a JSON pointer, \"~\" must be followed by \"0\" or \"1\".") :
+				 errdetail("A JSON pointer must be empty or start with \"/\".")));
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_BAD_POINTER),
+			 errmsg("invalid JSON pointer \"%s\"", hx_clip(ptr->text)),
+			 tilde ?
+			 errdetail("In the \"%s\" member, \"~\" must be followed by \"0\" or \"1\".",
+					   member) :
+			 errdetail("The \"%s\" member must be empty or start with \"/\".",
+					   member)));
+}
+
+/*
+ * Parse "text" (len bytes, not necessarily NUL-terminated) into ptr; role
+ * says where it was read, for messages.
  */
 void
-hx_pointer_parse(HxPointer *ptr, const char *text, int len,
-				 const HxOpCtx *ctx, const char *member)
+hx_pointer_parse(HxPointer *ptr, const char *text, int len, HxPointerRole role)
 {
 	int			ntokens = 0;
 	int			i;
@@ -37,7 +77,7 @@ hx_pointer_parse(HxPointer *ptr, const char *text, int len,
 	copy = palloc(len + 1);
 	memcpy(copy, text, len);
 	copy[len] = '\0';
-	ptr->member = member;
+	ptr->role = role;
 	ptr->text = copy;
 	ptr->textlen = len;
 	ptr->ntokens = 0;
@@ -46,16 +86,8 @@ hx_pointer_parse(HxPointer *ptr, const char *text, int len,
 
 	if (len == 0)
 		return;
-
 	if (text[0] != '/')
-		ereport(ERROR,
-				(errcode(ERRCODE_HX_BAD_POINTER),
-				 ctx ? errmsg("%s failed: invalid JSON pointer \"%s\"",
-							  hx_op_label(ctx), copy) :
-				 errmsg("invalid JSON pointer \"%s\"", copy),
-				 ctx ? errdetail("The \"%s\" member must be empty or start with \"/\".",
-								 member) :
-				 errdetail("A JSON pointer must be empty or start with \"/\".")));
+		error_syntax(ptr, false);
 
 	for (i = 0; i < len; i++)
 		if (text[i] == '/')
@@ -86,14 +118,7 @@ hx_pointer_parse(HxPointer *ptr, const char *text, int len,
 				else if (i + 1 < j && text[i + 1] == '1')
 					*out++ = '/';
 				else
-					ereport(ERROR,
-							(errcode(ERRCODE_HX_BAD_POINTER),
-							 ctx ? errmsg("%s failed: invalid JSON pointer \"%s\"",
-										  hx_op_label(ctx), copy) :
-							 errmsg("invalid JSON pointer \"%s\"", copy),
-							 ctx ? errdetail("In the \"%s\" member, \"~\" must be followed by \"0\" or \"1\".",
-											 member) :
-							 errdetail("In a JSON pointer, \"~\" must be followed by \"0\" or \"1\".")));
+					error_syntax(ptr, true);
 				i++;
 			}
 			else
@@ -103,16 +128,8 @@ hx_pointer_parse(HxPointer *ptr, const char *text, int len,
 		tok->len = out - tok->s;
 		ptr->ntokens++;
 	}
+	Assert(ptr->ntokens == ntokens);
 	ptr->starts[ptr->ntokens] = len;
-}
-
-/* "JSON Patch operation 2 (remove)": how messages name an operation */
-const char *
-hx_op_label(const HxOpCtx *ctx)
-{
-	if (ctx->op)
-		return psprintf("%s %d (%s)", ctx->what, ctx->index, ctx->op);
-	return psprintf("%s %d", ctx->what, ctx->index);
 }
 
 /* The text of the pointer made of the first ntokens tokens of ptr */
@@ -209,59 +226,70 @@ hx_pointer_append_escaped(StringInfo buf, const char *s, int len)
  * missing from container, the node at ptr's first depth tokens.
  */
 void
-hx_error_missing(const HxOpCtx *ctx, const HxPointer *ptr, int depth,
-				 HxNode *container)
+hx_error_missing(const HxPointer *ptr, int depth, HxNode *container)
 {
-	const char *label = hx_op_label(ctx);
-	char	   *at = hx_pointer_prefix(ptr, depth);
+	const char *text = hx_clip(ptr->text);
+	const char *at = hx_clip(hx_pointer_prefix(ptr, depth));
 	const HxToken *tok = &ptr->tokens[depth];
 	HxShape		shape = hx_node_shape(container);
+	int			size;
 
 	if (shape == HXS_OBJECT)
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_PATH_NOT_FOUND),
-				 errmsg("%s failed: %s \"%s\" does not exist",
-						label, ptr->member, ptr->text),
+				 ptr->role == HX_PTR_FROM ?
+				 errmsg("\"from\" location \"%s\" does not exist", text) :
+				 errmsg("path \"%s\" does not exist", text),
 				 errdetail("The object at \"%s\" has no member \"%s\".",
-						   at, tok->s)));
-	else if (shape == HXS_ARRAY)
-	{
-		if (hx_parse_index(tok) == HX_INDEX_END)
-			ereport(ERROR,
-					(errcode(ERRCODE_HX_PATH_NOT_FOUND),
-					 errmsg("%s failed: %s \"%s\" does not exist",
-							label, ptr->member, ptr->text),
-					 errdetail("\"-\" refers to the nonexistent element after the last element of the array at \"%s\".",
-							   at)));
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_HX_PATH_NOT_FOUND),
-					 errmsg("%s failed: %s \"%s\" does not exist",
-							label, ptr->member, ptr->text),
-					 errdetail_plural("Index %s is out of range for the array at \"%s\", which has %d element.",
-									  "Index %s is out of range for the array at \"%s\", which has %d elements.",
-									  hx_node_size(container),
-									  tok->s, at, hx_node_size(container))));
-	}
-	else
+						   at, hx_clip(tok->s))));
+	if (shape != HXS_ARRAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_PATH_NOT_FOUND),
-				 errmsg("%s failed: %s \"%s\" does not exist",
-						label, ptr->member, ptr->text),
-				 errdetail("The value at \"%s\" is %s, not an object or array.",
-						   at, hx_shape_article(shape))));
+				 ptr->role == HX_PTR_FROM ?
+				 errmsg("\"from\" location \"%s\" does not exist", text) :
+				 errmsg("path \"%s\" does not exist", text),
+				 errdetail("The value at \"%s\" is of type %s, not an object or array.",
+						   at, hx_shape_name(shape))));
+	if (hx_parse_index(tok) == HX_INDEX_END)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_PATH_NOT_FOUND),
+				 ptr->role == HX_PTR_FROM ?
+				 errmsg("\"from\" location \"%s\" does not exist", text) :
+				 errmsg("path \"%s\" does not exist", text),
+				 errdetail("\"-\" refers to the nonexistent element after the last element of the array at \"%s\".",
+						   at)));
+	size = hx_node_size(container);
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_PATH_NOT_FOUND),
+			 ptr->role == HX_PTR_FROM ?
+			 errmsg("\"from\" location \"%s\" does not exist", text) :
+			 errmsg("path \"%s\" does not exist", text),
+			 errdetail_plural("Index %s is out of range for the array at \"%s\", which has %d element.",
+							  "Index %s is out of range for the array at \"%s\", which has %d elements.",
+							  size, hx_clip(tok->s), at, size)));
 	pg_unreachable();
 }
 
 static void
-error_bad_index(const HxOpCtx *ctx, const HxPointer *ptr, int depth)
+error_bad_index(const HxPointer *ptr, int depth)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_HX_BAD_INDEX),
-			 errmsg("%s failed: invalid array index \"%s\" in %s \"%s\"",
-					hx_op_label(ctx), ptr->tokens[depth].s, ptr->member,
-					ptr->text),
+			 errmsg("invalid array index \"%s\" in JSON pointer \"%s\"",
+					hx_clip(ptr->tokens[depth].s), hx_clip(ptr->text)),
 			 errdetail("An array index is \"0\" or a decimal number without leading zeros.")));
+}
+
+/* Report that ptr cannot be created through node, the value at its first depth tokens */
+void
+hx_error_cannot_create(const HxPointer *ptr, int depth, HxNode *node)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_TYPE_CONFLICT),
+			 errmsg("cannot create path \"%s\"", hx_clip(ptr->text)),
+			 errdetail("The value at \"%s\" is of type %s, not an object or array.",
+					   hx_clip(hx_pointer_prefix(ptr, depth)),
+					   hx_shape_name(hx_node_shape(node)))));
 }
 
 /*
@@ -272,43 +300,30 @@ error_bad_index(const HxOpCtx *ctx, const HxPointer *ptr, int depth)
  */
 int
 hx_array_position(HxNode *arr, const HxPointer *ptr, int depth,
-				  bool allow_end, bool allow_size, const HxOpCtx *ctx)
+				  bool allow_end, bool allow_size)
 {
 	int			size = hx_node_size(arr);
 	int			idx = hx_parse_index(&ptr->tokens[depth]);
 
 	if (idx == HX_INDEX_INVALID)
-		error_bad_index(ctx, ptr, depth);
+		error_bad_index(ptr, depth);
 	if (idx == HX_INDEX_END && allow_end)
 		return size;
 	if (idx >= 0 && (idx < size || (allow_size && idx == size)))
 		return idx;
-	hx_error_missing(ctx, ptr, depth, arr);
-	return -1;					/* keep compiler quiet */
-}
-
-static void
-error_cannot_create(const HxOpCtx *ctx, const HxPointer *ptr, int depth,
-					HxNode *node)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_HX_TYPE_CONFLICT),
-			 errmsg("%s failed: cannot create %s \"%s\"",
-					hx_op_label(ctx), ptr->member, ptr->text),
-			 errdetail("The value at \"%s\" is %s, not an object or array.",
-					   hx_pointer_prefix(ptr, depth),
-					   hx_shape_article(hx_node_shape(node)))));
+	hx_error_missing(ptr, depth, arr);
 }
 
 /*
  * Walk the first ntokens tokens of ptr from *rootp for an edit, unpacking
- * every container on the way, and return the node reached.  HX_WALK_CREATE
- * creates missing object members as empty objects; HX_WALK_STRICT reports
- * them.  Array elements are never created.
+ * every container on the way, and return the node reached, unpacked.
+ * HX_WALK_CREATE creates missing object members as empty objects;
+ * HX_WALK_STRICT reports them.  Array elements are never created.  Every
+ * array passed through is marked as having an element that may change
+ * (hx_array_edit_elem): the caller edits below it.
  */
 HxNode *
-hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens, HxWalkMode mode,
-		const HxOpCtx *ctx)
+hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens, HxWalkMode mode)
 {
 	HxNode	   *node = *rootp;
 	int			depth;
@@ -332,15 +347,16 @@ hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens, HxWalkMode mode,
 				node = child;
 			}
 			else
-				hx_error_missing(ctx, ptr, depth, node);
+				hx_error_missing(ptr, depth, node);
 		}
 		else if (node->kind == HX_ARRAY)
-			node = node->u.arr.elems[hx_array_position(node, ptr, depth,
-													   false, false, ctx)];
+			node = hx_array_edit_elem(node,
+									  hx_array_position(node, ptr, depth,
+														false, false));
 		else if (mode == HX_WALK_CREATE)
-			error_cannot_create(ctx, ptr, depth, node);
+			hx_error_cannot_create(ptr, depth, node);
 		else
-			hx_error_missing(ctx, ptr, depth, node);
+			hx_error_missing(ptr, depth, node);
 	}
 	hx_node_expand(node);
 	return node;
@@ -348,12 +364,12 @@ hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens, HxWalkMode mode,
 
 /*
  * The node that the first ntokens tokens of ptr name, or NULL when there
- * is none; nothing is unpacked.  A token that cannot be an array index is
- * an error of the operation ctx, or, when ctx is NULL (the triggers), just
- * a path that names nothing.
+ * is none; nothing is unpacked.  A token that cannot be an array index
+ * where an array is met is an error when strict_index (an operation's
+ * path), or names nothing (a trigger's argument).
  */
 HxNode *
-hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, const HxOpCtx *ctx)
+hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, bool strict_index)
 {
 	HxNode	   *node = root;
 	int			depth;
@@ -369,8 +385,8 @@ hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, const HxOpCtx *ctx)
 		{
 			int			idx = hx_parse_index(tok);
 
-			if (idx == HX_INDEX_INVALID && ctx != NULL)
-				error_bad_index(ctx, ptr, depth);
+			if (idx == HX_INDEX_INVALID && strict_index)
+				error_bad_index(ptr, depth);
 			if (idx < 0 || idx >= hx_node_size(node))
 				return NULL;
 			node = hx_node_get_elem(node, idx);
@@ -389,8 +405,7 @@ hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, const HxOpCtx *ctx)
  * HX_WALK_STRICT mode; HX_WALK_CREATE creates missing parent objects.
  */
 void
-hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value,
-		  HxWalkMode mode, const HxOpCtx *ctx)
+hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value, HxWalkMode mode)
 {
 	HxNode	   *parent;
 	const HxToken *last;
@@ -400,19 +415,19 @@ hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value,
 		*rootp = value;
 		return;
 	}
-	parent = hx_walk(rootp, ptr, ptr->ntokens - 1, mode, ctx);
+	parent = hx_walk(rootp, ptr, ptr->ntokens - 1, mode);
 	last = &ptr->tokens[ptr->ntokens - 1];
 	if (parent->kind == HX_OBJECT)
 		hx_object_set(parent, last->s, last->len, value);
 	else if (parent->kind == HX_ARRAY)
 		hx_array_insert(parent,
 						hx_array_position(parent, ptr, ptr->ntokens - 1,
-										  true, true, ctx),
+										  true, true),
 						value);
 	else if (mode == HX_WALK_CREATE)
-		error_cannot_create(ctx, ptr, ptr->ntokens - 1, parent);
+		hx_error_cannot_create(ptr, ptr->ntokens - 1, parent);
 	else
-		hx_error_missing(ctx, ptr, ptr->ntokens - 1, parent);
+		hx_error_missing(ptr, ptr->ntokens - 1, parent);
 }
 
 /*
@@ -421,30 +436,28 @@ hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value,
  * malformed array index is an error either way.
  */
 HxNode *
-hx_remove_at(HxNode **rootp, const HxPointer *ptr, bool missing_ok,
-			 const HxOpCtx *ctx)
+hx_remove_at(HxNode **rootp, const HxPointer *ptr, bool missing_ok)
 {
 	HxNode	   *parent;
 	const HxToken *last;
 	int			depth = ptr->ntokens - 1;
 
 	Assert(ptr->ntokens > 0);
-	if (missing_ok && hx_lookup(*rootp, ptr, ptr->ntokens, ctx) == NULL)
+	if (missing_ok && hx_lookup(*rootp, ptr, ptr->ntokens, true) == NULL)
 		return NULL;
-	parent = hx_walk(rootp, ptr, depth, HX_WALK_STRICT, ctx);
+	parent = hx_walk(rootp, ptr, depth, HX_WALK_STRICT);
 	last = &ptr->tokens[depth];
 	if (parent->kind == HX_OBJECT)
 	{
 		HxNode	   *removed = hx_object_remove(parent, last->s, last->len);
 
 		if (removed == NULL)
-			hx_error_missing(ctx, ptr, depth, parent);
+			hx_error_missing(ptr, depth, parent);
 		return removed;
 	}
 	if (parent->kind == HX_ARRAY)
 		return hx_array_remove(parent,
 							   hx_array_position(parent, ptr, depth,
-												 false, false, ctx));
-	hx_error_missing(ctx, ptr, depth, parent);
-	return NULL;				/* keep compiler quiet */
+												 false, false));
+	hx_error_missing(ptr, depth, parent);
 }

@@ -39,17 +39,18 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/relation.h"
 #include "access/htup_details.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/stratnum.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
-#include "commands/trigger.h"
 #include "common/md5.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -61,6 +62,7 @@
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -72,7 +74,9 @@
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
 
-#include "hxstate.h"
+#include "diff.h"
+#include "pointer.h"
+#include "trigger.h"
 
 /* async.c's NOTIFY_PAYLOAD_MAX_LENGTH: a payload must be shorter */
 #define HX_NOTIFY_PAYLOAD_MAX	8000
@@ -80,7 +84,7 @@
 /* Events are turned into text to see whether they fit only below this */
 #define HX_NOTIFY_TRY_TEXT		(4 * HX_NOTIFY_PAYLOAD_MAX)
 
-double		hx_notify_queue_threshold = 0.5;
+static double notify_queue_threshold = 0.5;
 
 typedef enum PayloadMode
 {
@@ -92,7 +96,6 @@ typedef enum PayloadMode
 /* A stream trigger's arguments, parsed (shared by hx_stream_snapshot) */
 typedef struct StreamArgs
 {
-	Oid			tgoid;
 	AttrNumber	state_attnum;
 	AttrNumber	key_attnum;
 	Oid			key_typid;
@@ -122,6 +125,16 @@ stream_relcache_callback(Datum arg, Oid relid)
 void
 hx_stream_init(void)
 {
+	DefineCustomRealVariable("hxstate.notify_queue_threshold",
+							 "Fill level of the NOTIFY queue above which hx_stream stops notifying.",
+							 "Between 0 and 1, a fraction of the queue as pg_notification_queue_usage() reports it. "
+							 "Above it, events still go to the event log, from which clients catch up, "
+							 "but writers no longer risk commits that fail on a full queue.",
+							 &notify_queue_threshold,
+							 0.5, 0.0, 1.0,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+	MarkGUCPrefixReserved("hxstate");
 	CacheRegisterRelcacheCallback(stream_relcache_callback, (Datum) 0);
 }
 
@@ -196,6 +209,29 @@ has_unique_index(Relation rel, AttrNumber attnum)
 }
 
 /*
+ * The table whose name a trigger on rel gives its streams, and the key
+ * column's number there: rel itself, or for a partition the root of its
+ * partition tree, so that a row is one stream wherever it is stored and
+ * hx_stream_snapshot() on the partitioned table names the same stream.
+ */
+static Oid
+stream_table(Relation rel, AttrNumber key_attnum, AttrNumber *root_attnum)
+{
+	List	   *ancestors;
+	Oid			root;
+
+	*root_attnum = key_attnum;
+	if (!rel->rd_rel->relispartition)
+		return RelationGetRelid(rel);
+	ancestors = get_partition_ancestors(RelationGetRelid(rel));
+	root = llast_oid(ancestors);
+	*root_attnum = get_attnum(root, NameStr(TupleDescAttr(RelationGetDescr(rel),
+														  key_attnum - 1)->attname));
+	list_free(ancestors);
+	return root;
+}
+
+/*
  * Parse trigger tg's arguments on rel: state column, key column, then
  * options "arrays=append|replace|index", "payload=auto|ref|none" and
  * "stream=<name>".  The result is allocated in cxt.
@@ -205,6 +241,11 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 {
 	StreamArgs *args = MemoryContextAllocZero(cxt, sizeof(StreamArgs));
 	TupleDesc	desc = RelationGetDescr(rel);
+	const char *prefix = NULL;
+	Oid			tableid;
+	AttrNumber	table_attnum;
+	Relation	table;
+	bool		unique;
 	bool		isvarlena;
 	int			i;
 
@@ -215,7 +256,7 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 						tg->tgname),
 				 errhint("EXECUTE FUNCTION hx_stream('state', 'session_id') streams column \"state\" of each row, keyed by \"session_id\".")));
 
-	args->state_attnum = hx_guard_column(rel, tg->tgargs[0]);
+	args->state_attnum = hx_trigger_column(rel, tg->tgargs[0]);
 	if (TupleDescAttr(desc, args->state_attnum - 1)->atttypid != JSONBOID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -223,22 +264,12 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 						tg->tgargs[0], RelationGetRelationName(rel),
 						format_type_be(TupleDescAttr(desc, args->state_attnum - 1)->atttypid)),
 				 errdetail("Trigger \"%s\" streams it as agent state.", tg->tgname)));
-
-	args->key_attnum = hx_guard_column(rel, tg->tgargs[1]);
+	args->key_attnum = hx_trigger_column(rel, tg->tgargs[1]);
 	args->key_typid = TupleDescAttr(desc, args->key_attnum - 1)->atttypid;
 	getTypeOutputInfo(args->key_typid, &args->key_typoutput, &isvarlena);
-	if (!has_unique_index(rel, args->key_attnum))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-				 errmsg("column \"%s\" of relation \"%s\" has no unique index",
-						tg->tgargs[1], RelationGetRelationName(rel)),
-				 errdetail("Trigger \"%s\" names one stream per key, so the key must be unique.",
-						   tg->tgname),
-				 errhint("Stream by the primary key, or add a unique constraint on the key column.")));
 
 	args->mode = HX_ARRAYS_APPEND;
 	args->payload = PAYLOAD_AUTO;
-	args->prefix = MemoryContextStrdup(cxt, RelationGetRelationName(rel));
 	for (i = 2; i < tg->tgnargs; i++)
 	{
 		const char *opt = tg->tgargs[i];
@@ -260,20 +291,53 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 				ereport(ERROR,
 						(errcode(ERRCODE_HX_MALFORMED),
 						 errmsg("unrecognized payload mode \"%s\" in trigger \"%s\"",
-								value, tg->tgname),
+								hx_clip(value), tg->tgname),
 						 errhint("The payload mode must be auto, ref or none.")));
 		}
 		else if (namelen == 6 && strncmp(opt, "stream", 6) == 0 && value[0] != '\0')
-			args->prefix = MemoryContextStrdup(cxt, value);
+			prefix = value;
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_HX_MALFORMED),
 					 errmsg("unrecognized option \"%s\" in trigger \"%s\"",
-							opt, tg->tgname),
+							hx_clip(opt), tg->tgname),
 					 errhint("Options are arrays=append|replace|index, payload=auto|ref|none and stream=<name>.")));
 	}
-	args->tgoid = tg->tgoid;
+
+	/*
+	 * One stream per key: the key must be unique in the table that names
+	 * the streams (with stream=<name>, the trigger's own table).
+	 */
+	if (prefix != NULL)
+	{
+		tableid = RelationGetRelid(rel);
+		table_attnum = args->key_attnum;
+	}
+	else
+		tableid = stream_table(rel, args->key_attnum, &table_attnum);
+	table = (tableid == RelationGetRelid(rel)) ? rel :
+		relation_open(tableid, AccessShareLock);
+	unique = table_attnum > 0 && has_unique_index(table, table_attnum);
+	args->prefix = MemoryContextStrdup(cxt, prefix ? prefix :
+									   RelationGetRelationName(table));
+	if (table != rel)
+		relation_close(table, AccessShareLock);
+	if (!unique)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+				 errmsg("column \"%s\" of relation \"%s\" has no unique index",
+						tg->tgargs[1], get_rel_name(tableid)),
+				 errdetail("Trigger \"%s\" names one stream per key, so the key must be unique.",
+						   tg->tgname),
+				 errhint("Stream by the primary key, or add a unique constraint on the key column.")));
 	return args;
+}
+
+/* The arguments of the trigger being fired (an HxTriggerArgsParser) */
+static void *
+parse_stream_trigger_args(TriggerData *trigdata, MemoryContext cxt)
+{
+	return parse_stream_args(trigdata->tg_relation, trigdata->tg_trigger, cxt);
 }
 
 /* The stream of a row: "<prefix>:<key>", or NULL when the key is NULL */
@@ -419,8 +483,7 @@ now_ms(void)
  * "metadata": {"stream": stream, "seq": seq}} as jsonb.
  */
 static Jsonb *
-build_event(const char *type, HxNode *body, const char *stream, int64 seq,
-			Size estimate)
+build_event(const char *type, HxNode *body, const char *stream, int64 seq)
 {
 	HxNode	   *meta = hx_node_new_object(2);
 	HxNode	   *ev = body;
@@ -430,7 +493,7 @@ build_event(const char *type, HxNode *body, const char *stream, int64 seq,
 	hx_object_set(ev, "type", 4, string_node(type));
 	hx_object_set(ev, "timestamp", 9, int_node(now_ms()));
 	hx_object_set(ev, "metadata", 8, meta);
-	return hx_node_to_jsonb(ev, estimate + 256, CurrentMemoryContext);
+	return hx_node_to_jsonb(ev, CurrentMemoryContext);
 }
 
 /* {"ref": true, "seq": n, "type": "...", "stream": "..."} */
@@ -467,8 +530,8 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 	if (args->payload == PAYLOAD_NONE)
 		return;
 	/* at 1 the queue never passes the threshold: skip asking */
-	if (hx_notify_queue_threshold < 1.0 &&
-		notify_queue_usage() > hx_notify_queue_threshold)
+	if (notify_queue_threshold < 1.0 &&
+		notify_queue_usage() > notify_queue_threshold)
 	{
 		ereport(DEBUG1,
 				(errmsg_internal("hx_stream: NOTIFY queue usage above hxstate.notify_queue_threshold, event %lld of stream \"%s\" is in the log only",
@@ -486,16 +549,12 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 	Async_Notify(stream_channel(stream), payload);
 }
 
-/*
- * Log and notify one event of stream; body gets the common members, and
- * estimate is the size of what it holds (to size the encoder's buffer).
- */
+/* Log and notify one event of stream; body gets the common members */
 static void
-emit(StreamArgs *args, const char *stream, const char *type, HxNode *body,
-	 Size estimate)
+emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
 {
 	int64		seq = next_seq(stream);
-	Jsonb	   *event = build_event(type, body, stream, seq, estimate);
+	Jsonb	   *event = build_event(type, body, stream, seq);
 
 	log_event(stream, seq, type, event);
 	notify_event(args, stream, seq, type, event);
@@ -506,14 +565,11 @@ state_jsonb(HeapTuple tuple, TupleDesc desc, AttrNumber attnum)
 {
 	bool		isnull;
 	Datum		d = heap_getattr(tuple, attnum, desc, &isnull);
-	HxNode		null;
 
 	if (!isnull)
 		return DatumGetJsonbP(d);
 	/* a NULL state is JSON null to clients */
-	null.kind = HX_SCALAR;
-	null.u.scalar.type = jbvNull;
-	return hx_node_to_jsonb(&null, 16, CurrentMemoryContext);
+	return hx_node_to_jsonb(hx_node_new_null(), CurrentMemoryContext);
 }
 
 static void
@@ -522,7 +578,7 @@ emit_snapshot(StreamArgs *args, const char *stream, Jsonb *state)
 	HxNode	   *body = hx_node_new_object(5);
 
 	hx_object_set(body, "snapshot", 8, hx_node_from_jsonb(state));
-	emit(args, stream, "STATE_SNAPSHOT", body, VARSIZE(state));
+	emit(args, stream, "STATE_SNAPSHOT", body);
 }
 
 static void
@@ -537,7 +593,73 @@ emit_end(StreamArgs *args, const char *stream, const char *reason,
 		hx_object_set(value, "next", 4, string_node(next));
 	hx_object_set(body, "name", 4, string_node("hx.stream_end"));
 	hx_object_set(body, "value", 5, value);
-	emit(args, stream, "CUSTOM", body, 0);
+	emit(args, stream, "CUSTOM", body);
+}
+
+/*
+ * Would a JavaScript client refuse this pointer?  fast-json-patch, which
+ * AG-UI clients apply deltas with, refuses any path through a member
+ * "__proto__", or through a member "prototype" of a member "constructor"
+ * (prototype pollution), and the client then keeps its old state.
+ */
+static bool
+path_refused_by_clients(const char *path, int len)
+{
+	HxPointer	ptr;
+	int			i;
+
+	hx_pointer_parse(&ptr, path, len, HX_PTR_PATH);
+	for (i = 0; i < ptr.ntokens; i++)
+	{
+		if (strcmp(ptr.tokens[i].s, "__proto__") == 0)
+			return true;
+		if (i > 0 && strcmp(ptr.tokens[i].s, "prototype") == 0 &&
+			strcmp(ptr.tokens[i - 1].s, "constructor") == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Does a delta (an array node of ops, as hx_diff_nodes makes) name one? */
+static bool
+delta_refused_by_clients(HxNode *delta)
+{
+	int			i;
+
+	for (i = 0; i < delta->u.arr.n; i++)
+	{
+		HxNode	   *path = hx_node_get_member(delta->u.arr.elems[i], "path", 4);
+
+		Assert(path != NULL && hx_node_shape(path) == HXS_STRING);
+		if (path_refused_by_clients(path->u.scalar.val.string.val,
+									path->u.scalar.val.string.len))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The event of an UPDATE that changed the state: a STATE_DELTA, or a
+ * STATE_SNAPSHOT where a standard client would refuse the delta, so that
+ * every follower stays exact whatever the keys.
+ */
+static void
+emit_change(StreamArgs *args, const char *stream, Jsonb *oldstate,
+			Jsonb *newstate)
+{
+	HxNode	   *delta = hx_diff_nodes(oldstate, newstate, args->mode);
+	HxNode	   *body;
+
+	if (delta->u.arr.n == 0)
+		return;					/* equal as JSON values */
+	if (delta_refused_by_clients(delta))
+	{
+		emit_snapshot(args, stream, newstate);
+		return;
+	}
+	body = hx_node_new_object(5);
+	hx_object_set(body, "delta", 5, delta);
+	emit(args, stream, "STATE_DELTA", body);
 }
 
 /* ---------------------------------------------------------------------
@@ -553,9 +675,9 @@ check_log_privileges(Relation rel)
 	if (pg_class_aclcheck(event_relid, owner, ACL_INSERT) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("owner of relation \"%s\" may not write the hxstate event log",
-						RelationGetRelationName(rel)),
-				 errdetail("hx_stream writes events with the privileges of the table's owner, role \"%s\".",
+				 errmsg("permission denied for table %s", get_rel_name(event_relid)),
+				 errdetail("Streamed changes of relation \"%s\" are logged with the privileges of its owner, role \"%s\".",
+						   RelationGetRelationName(rel),
 						   GetUserNameFromId(owner, false)),
 				 errhint("GRANT INSERT ON %s.hx_event TO %s;",
 						 quote_identifier(get_namespace_name(get_rel_namespace(event_relid))),
@@ -589,13 +711,7 @@ hx_stream(PG_FUNCTION_ARGS)
 						trigdata->tg_trigger->tgname),
 				 errdetail("A stream reports rows as they are stored, after every BEFORE trigger.")));
 
-	args = fcinfo->flinfo->fn_extra;
-	if (args == NULL || args->tgoid != trigdata->tg_trigger->tgoid)
-	{
-		args = parse_stream_args(rel, trigdata->tg_trigger,
-								 fcinfo->flinfo->fn_mcxt);
-		fcinfo->flinfo->fn_extra = args;
-	}
+	args = hx_trigger_args(fcinfo, trigdata, parse_stream_trigger_args);
 
 	workcxt = AllocSetContextCreate(CurrentMemoryContext, "hx_stream",
 									ALLOCSET_DEFAULT_SIZES);
@@ -643,19 +759,9 @@ hx_stream(PG_FUNCTION_ARGS)
 			/* the same bytes (or TOAST pointer): no change, no event */
 			if (oldnull != newnull ||
 				(!oldnull && !datumIsEqual(oldd, newd, false, -1)))
-			{
-				HxNode	   *delta = hx_diff_nodes(state_jsonb(oldtup, desc, args->state_attnum),
-												  state_jsonb(newtup, desc, args->state_attnum),
-												  args->mode);
-
-				if (delta->u.arr.n > 0)
-				{
-					HxNode	   *body = hx_node_new_object(5);
-
-					hx_object_set(body, "delta", 5, delta);
-					emit(args, oldstream, "STATE_DELTA", body, 0);
-				}
-			}
+				emit_change(args, oldstream,
+							state_jsonb(oldtup, desc, args->state_attnum),
+							state_jsonb(newtup, desc, args->state_attnum));
 		}
 		else
 		{
@@ -762,6 +868,9 @@ hx_stream_snapshot(PG_FUNCTION_ARGS)
 	Datum		keyvalue;
 	Datum		result[3];
 	bool		nulls[3] = {false, false, false};
+	Datum		lastseq;
+	bool		isnull;
+	int64		seq;
 	const char *nsp;
 
 	if (get_call_result_type(fcinfo, NULL, &resultdesc) != TYPEFUNC_COMPOSITE)
@@ -798,19 +907,16 @@ hx_stream_snapshot(PG_FUNCTION_ARGS)
 		SPI_processed != 1)
 		elog(ERROR, "could not read stream \"%s\"", stream);
 
-	result[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &nulls[1]);
+	/* read out before SPI_finish() frees the tuple (int8 may be by reference) */
+	lastseq = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	seq = isnull ? 0 : DatumGetInt64(lastseq);	/* no event yet: 0 */
 	result[2] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &nulls[2]);
-	if (nulls[1])
-	{
-		/* no event yet: seq 0, before the first */
-		result[1] = Int64GetDatum(0);
-		nulls[1] = false;
-	}
 	if (!nulls[2])
 		result[2] = SPI_datumTransfer(result[2], false, -1);
 	SPI_finish();
 	table_close(rel, AccessShareLock);
 	result[0] = CStringGetTextDatum(stream);
+	result[1] = Int64GetDatum(seq);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(resultdesc),
 													  result, nulls)));

@@ -1,30 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * tree.c
- *	  The lazily expanded jsonb tree that hx_patch, hx_merge, hx_diff and
- *	  the stream trigger edit, and the encoder that turns it back into a
- *	  jsonb datum.
+ *	  The lazily unpacked jsonb tree (see tree.h): reading on-disk
+ *	  containers, making and unpacking nodes, and editing arrays and
+ *	  objects.
  *
- * A node is a scalar, an on-disk container that has not been touched
- * (HX_BINARY: a pointer into a detoasted datum and its length), or an
- * unpacked array or object whose children are nodes again.  Operations
- * unpack only the containers on the paths they edit, one level at a time;
- * the encoder writes unpacked containers in jsonb's on-disk format
- * (jsonb.h: a header word, one JEntry per child with every
- * JB_OFFSET_STRIDE'th one an offset, then the children's data with
- * containers and numerics aligned to 4 bytes) and copies every untouched
- * container's bytes as they are.  A container's bytes do not depend on
- * where it sits, as long as it starts 4-byte aligned, so the copy is
- * exactly the encoding core's convertToJsonb() would produce.
- *
- * Invariants:
- *	- nodes are never shared between two parents (copy is deep down to the
- *	  untouched containers, which are immutable), so unpacking in place is
- *	  safe;
- *	- an unpacked object's pairs[0..nsorted) are in jsonb key order
- *	  (shorter keys first, then bytewise), later pairs are in insertion
- *	  order and found through a small hash index; removed members keep
- *	  their slot with value NULL until the object is normalized.
+ * Unpacking follows jsonb's on-disk format (utils/jsonb.h): a container is
+ * a header word (count and kind), one JEntry per child (every
+ * JB_OFFSET_STRIDE'th one holding an offset, the others a length; objects
+ * list all keys, then all values), then the children's data, with
+ * numerics and containers aligned to 4 bytes.  A child that is itself a
+ * container stays on disk (HX_BINARY) until an operation descends into it.
  *
  * src/tree.c
  *
@@ -34,19 +20,16 @@
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
-#include "utils/builtins.h"
-#include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
-#include "utils/numeric.h"
 
-#include "hxstate.h"
+#include "tree.h"
 
 /* Below this many members an object is kept sorted on every insert */
 #define OBJ_SORTED_INSERT_MAX	32
 /* Unsorted tails longer than this get a hash index */
 #define OBJ_TAIL_SCAN_MAX		8
-
-uint64		hx_tree_epoch = 0;
+/* Unpacking checks for interrupts once per this many children */
+#define EXPAND_INTERRUPT_STRIDE	4096
 
 static void *
 alloc_huge(Size size)
@@ -131,6 +114,25 @@ hx_citer_next(HxContainerIter *it, JsonbValue *v)
 	it->next++;
 }
 
+/* The root of a jsonb datum as a JsonbValue (a raw scalar unwrapped) */
+void
+hx_jsonb_root_value(Jsonb *jb, JsonbValue *v)
+{
+	if (JB_ROOT_IS_SCALAR(jb))
+	{
+		HxContainerIter it;
+
+		hx_citer_init(&it, &jb->root, 0);
+		hx_citer_next(&it, v);
+	}
+	else
+	{
+		v->type = jbvBinary;
+		v->val.binary.data = &jb->root;
+		v->val.binary.len = VARSIZE(jb) - VARHDRSZ;
+	}
+}
+
 /* ---------------------------------------------------------------------
  * Making nodes
  * ---------------------------------------------------------------------
@@ -194,8 +196,7 @@ hx_node_new_array(int cap)
 	n->kind = HX_ARRAY;
 	n->u.arr.cap = Max(cap, 4);
 	n->u.arr.n = 0;
-	n->u.arr.memo = NULL;
-	n->u.arr.memo_epoch = 0;
+	n->u.arr.edits = 0;
 	n->u.arr.elems = alloc_huge(sizeof(HxNode *) * n->u.arr.cap);
 	return n;
 }
@@ -236,6 +237,16 @@ hx_node_new_numeric(Numeric num)
 	n->kind = HX_SCALAR;
 	n->u.scalar.type = jbvNumeric;
 	n->u.scalar.val.numeric = num;
+	return n;
+}
+
+HxNode *
+hx_node_new_null(void)
+{
+	HxNode	   *n = palloc(sizeof(HxNode));
+
+	n->kind = HX_SCALAR;
+	n->u.scalar.type = jbvNull;
 	return n;
 }
 
@@ -291,26 +302,17 @@ hx_shape_name(HxShape s)
 	return "unknown";
 }
 
-/* The shape with its article, for "the value at "/a" is an object" */
+/* The JSON type of a JsonbValue, as messages name it */
 const char *
-hx_shape_article(HxShape s)
+hx_value_type_name(const JsonbValue *v)
 {
-	switch (s)
-	{
-		case HXS_NULL:
-			return "null";
-		case HXS_STRING:
-			return "a string";
-		case HXS_NUMBER:
-			return "a number";
-		case HXS_BOOL:
-			return "a boolean";
-		case HXS_ARRAY:
-			return "an array";
-		case HXS_OBJECT:
-			return "an object";
-	}
-	return "unknown";
+	HxNode		n;
+
+	if (v->type == jbvBinary)
+		return JsonContainerIsObject(v->val.binary.data) ? "object" : "array";
+	n.kind = HX_SCALAR;
+	n.u.scalar = *v;
+	return hx_shape_name(hx_node_shape(&n));
 }
 
 /*
@@ -346,6 +348,8 @@ hx_node_expand(HxNode *n)
 		{
 			JsonbValue	v;
 
+			if ((i % EXPAND_INTERRUPT_STRIDE) == 0)
+				CHECK_FOR_INTERRUPTS();
 			hx_citer_next(&it, &v);
 			node_set_value(&block[i], &v);
 			elems[i] = &block[i];
@@ -354,8 +358,7 @@ hx_node_expand(HxNode *n)
 		n->u.arr.elems = elems;
 		n->u.arr.n = count;
 		n->u.arr.cap = cap;
-		n->u.arr.memo = NULL;
-		n->u.arr.memo_epoch = 0;
+		n->u.arr.edits = 0;
 	}
 	else
 	{
@@ -372,6 +375,8 @@ hx_node_expand(HxNode *n)
 			JsonbValue	k;
 			JsonbValue	v;
 
+			if ((i % EXPAND_INTERRUPT_STRIDE) == 0)
+				CHECK_FOR_INTERRUPTS();
 			hx_citer_next(&it, &k);
 			hx_citer_next(&vit, &v);
 			pairs[i].key = k.val.string.val;
@@ -388,42 +393,6 @@ hx_node_expand(HxNode *n)
 		n->u.obj.index = NULL;
 		n->u.obj.indexsize = 0;
 	}
-}
-
-/* A deep copy of the unpacked part; untouched containers are shared */
-HxNode *
-hx_node_copy(const HxNode *n)
-{
-	HxNode	   *c;
-	int			i;
-
-	check_stack_depth();
-
-	switch (n->kind)
-	{
-		case HX_SCALAR:
-		case HX_BINARY:
-			c = palloc(sizeof(HxNode));
-			*c = *n;
-			return c;
-		case HX_ARRAY:
-			c = hx_node_new_array(n->u.arr.n);
-			for (i = 0; i < n->u.arr.n; i++)
-				c->u.arr.elems[i] = hx_node_copy(n->u.arr.elems[i]);
-			c->u.arr.n = n->u.arr.n;
-			return c;
-		case HX_OBJECT:
-			c = hx_node_new_object(n->u.obj.nlive);
-			for (i = 0; i < n->u.obj.n; i++)
-			{
-				const HxPair *p = &n->u.obj.pairs[i];
-
-				if (p->value)
-					hx_object_set(c, p->key, p->keylen, hx_node_copy(p->value));
-			}
-			return c;
-	}
-	return NULL;				/* keep compiler quiet */
 }
 
 /* ---------------------------------------------------------------------
@@ -454,7 +423,8 @@ hx_array_insert(HxNode *arr, int i, HxNode *child)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
 						(size_t) JB_CMASK)));
-	hx_tree_epoch++;
+	if (i < arr->u.arr.n)
+		arr->u.arr.edits++;		/* elements move: not an append */
 	array_reserve(arr, 1);
 	if (i < arr->u.arr.n)
 		memmove(&arr->u.arr.elems[i + 1], &arr->u.arr.elems[i],
@@ -468,7 +438,7 @@ hx_array_set(HxNode *arr, int i, HxNode *child)
 {
 	Assert(arr->kind == HX_ARRAY);
 	Assert(i >= 0 && i < arr->u.arr.n);
-	hx_tree_epoch++;
+	arr->u.arr.edits++;
 	arr->u.arr.elems[i] = child;
 }
 
@@ -485,12 +455,46 @@ hx_array_remove(HxNode *arr, int i)
 
 	Assert(arr->kind == HX_ARRAY);
 	Assert(i >= 0 && i < arr->u.arr.n);
-	hx_tree_epoch++;
+	arr->u.arr.edits++;
 	child = arr->u.arr.elems[i];
 	memmove(&arr->u.arr.elems[i], &arr->u.arr.elems[i + 1],
 			sizeof(HxNode *) * (arr->u.arr.n - i - 1));
 	arr->u.arr.n--;
 	return child;
+}
+
+/*
+ * Keep only the elements for which keep[i] is true, in order, in one pass
+ * (keep NULL keeps none: the array becomes empty).
+ */
+void
+hx_array_retain(HxNode *arr, const bool *keep)
+{
+	int			i;
+	int			n = 0;
+
+	Assert(arr->kind == HX_ARRAY);
+	for (i = 0; i < arr->u.arr.n; i++)
+	{
+		if (keep && keep[i])
+			arr->u.arr.elems[n++] = arr->u.arr.elems[i];
+	}
+	if (n != arr->u.arr.n)
+		arr->u.arr.edits++;
+	arr->u.arr.n = n;
+}
+
+/*
+ * Element i, to be edited in place (or below): from here on the array's
+ * edits counter says that its elements may have changed.
+ */
+HxNode *
+hx_array_edit_elem(HxNode *arr, int i)
+{
+	Assert(arr->kind == HX_ARRAY);
+	Assert(i >= 0 && i < arr->u.arr.n);
+	arr->u.arr.edits++;
+	return arr->u.arr.elems[i];
 }
 
 /* ---------------------------------------------------------------------
@@ -614,7 +618,6 @@ hx_object_set(HxNode *obj, const char *key, int keylen, HxNode *child)
 	int			n;
 
 	Assert(obj->kind == HX_OBJECT);
-	hx_tree_epoch++;
 	pos = obj_find_pos(obj, key, keylen);
 	if (pos >= 0)
 	{
@@ -687,7 +690,6 @@ hx_object_remove(HxNode *obj, const char *key, int keylen)
 	pos = obj_find_pos(obj, key, keylen);
 	if (pos < 0 || obj->u.obj.pairs[pos].value == NULL)
 		return NULL;
-	hx_tree_epoch++;
 	child = obj->u.obj.pairs[pos].value;
 	obj->u.obj.pairs[pos].value = NULL;
 	obj->u.obj.nlive--;
@@ -698,8 +700,8 @@ hx_object_remove(HxNode *obj, const char *key, int keylen)
  * Bring an object into jsonb key order with no removed members: sort the
  * unsorted tail and merge it into the sorted prefix, O(n + t log t).
  */
-static void
-obj_normalize(HxNode *obj)
+void
+hx_object_normalize(HxNode *obj)
 {
 	HxPair	   *pairs = obj->u.obj.pairs;
 	HxPair	   *out;
@@ -798,522 +800,3 @@ hx_node_get_elem(HxNode *n, int i)
 	}
 }
 
-/* ---------------------------------------------------------------------
- * Equality and hashing by JSON value
- *
- * Numbers compare numerically (1.0 equals 1), objects regardless of the
- * order in which their members were added.  Byte-identical containers are
- * recognised with one memcmp.
- * ---------------------------------------------------------------------
- */
-
-bool
-hx_scalar_equal(const JsonbValue *a, const JsonbValue *b)
-{
-	if (a->type != b->type)
-		return false;
-	switch (a->type)
-	{
-		case jbvNull:
-			return true;
-		case jbvBool:
-			return a->val.boolean == b->val.boolean;
-		case jbvString:
-			return a->val.string.len == b->val.string.len &&
-				memcmp(a->val.string.val, b->val.string.val,
-					   a->val.string.len) == 0;
-		case jbvNumeric:
-			if (VARSIZE_ANY(a->val.numeric) == VARSIZE_ANY(b->val.numeric) &&
-				memcmp(a->val.numeric, b->val.numeric,
-					   VARSIZE_ANY(a->val.numeric)) == 0)
-				return true;
-			return DatumGetBool(DirectFunctionCall2(numeric_eq,
-													NumericGetDatum(a->val.numeric),
-													NumericGetDatum(b->val.numeric)));
-		default:
-			elog(ERROR, "unexpected jsonb scalar type %d", (int) a->type);
-	}
-	return false;				/* keep compiler quiet */
-}
-
-/*
- * Equality of two on-disk containers.  Iterative, with its own stack, so
- * that documents nested deeper than the C stack allows still compare (as
- * they do with jsonb's "=").
- */
-typedef struct EqFrame
-{
-	HxContainerIter a;
-	HxContainerIter b;
-	int			remaining;		/* children left to compare */
-} EqFrame;
-
-static void
-eq_push(EqFrame **stack, int *depth, int *cap,
-		JsonbContainer *a, JsonbContainer *b)
-{
-	EqFrame    *f;
-
-	if (*depth == *cap)
-	{
-		*cap *= 2;
-		*stack = repalloc(*stack, sizeof(EqFrame) * *cap);
-	}
-	f = &(*stack)[(*depth)++];
-	hx_citer_init(&f->a, a, 0);
-	hx_citer_init(&f->b, b, 0);
-	f->remaining = JsonContainerSize(a) * (JsonContainerIsObject(a) ? 2 : 1);
-}
-
-bool
-hx_container_equal(JsonbContainer *a, uint32 alen,
-				   JsonbContainer *b, uint32 blen)
-{
-	EqFrame    *stack;
-	int			depth = 0;
-	int			cap = 16;
-	bool		equal = true;
-	uint32		steps = 0;
-
-	if (alen == blen && memcmp(a, b, alen) == 0)
-		return true;
-	if (a->header != b->header)
-		return false;			/* kind or size differ */
-
-	stack = palloc(sizeof(EqFrame) * cap);
-	eq_push(&stack, &depth, &cap, a, b);
-	while (depth > 0 && equal)
-	{
-		EqFrame    *f = &stack[depth - 1];
-		JsonbValue	va;
-		JsonbValue	vb;
-
-		if (f->remaining == 0)
-		{
-			depth--;
-			continue;
-		}
-		f->remaining--;
-		if ((++steps & 4095) == 0)
-			CHECK_FOR_INTERRUPTS();
-
-		hx_citer_next(&f->a, &va);
-		hx_citer_next(&f->b, &vb);
-		if (va.type != vb.type)
-			equal = false;
-		else if (va.type != jbvBinary)
-			equal = hx_scalar_equal(&va, &vb);
-		else if (va.val.binary.len == vb.val.binary.len &&
-				 memcmp(va.val.binary.data, vb.val.binary.data,
-						va.val.binary.len) == 0)
-			continue;
-		else if (va.val.binary.data->header != vb.val.binary.data->header)
-			equal = false;
-		else
-			eq_push(&stack, &depth, &cap,
-					va.val.binary.data, vb.val.binary.data);
-	}
-	pfree(stack);
-	return equal;
-}
-
-bool
-hx_node_equal(HxNode *a, HxNode *b)
-{
-	HxShape		shape;
-	int			n;
-	int			i;
-
-	check_stack_depth();
-
-	if (a->kind == HX_BINARY && b->kind == HX_BINARY)
-		return hx_container_equal(a->u.bin.data, a->u.bin.len,
-								  b->u.bin.data, b->u.bin.len);
-	shape = hx_node_shape(a);
-	if (shape != hx_node_shape(b))
-		return false;
-	if (shape != HXS_ARRAY && shape != HXS_OBJECT)
-		return hx_scalar_equal(&a->u.scalar, &b->u.scalar);
-
-	n = hx_node_size(a);
-	if (n != hx_node_size(b))
-		return false;
-
-	/* at least one side is unpacked; walk that one */
-	if (a->kind == HX_BINARY)
-	{
-		HxNode	   *t = a;
-
-		a = b;
-		b = t;
-	}
-	if (shape == HXS_ARRAY)
-	{
-		for (i = 0; i < n; i++)
-		{
-			if (!hx_node_equal(a->u.arr.elems[i], hx_node_get_elem(b, i)))
-				return false;
-		}
-	}
-	else
-	{
-		for (i = 0; i < a->u.obj.n; i++)
-		{
-			HxPair	   *p = &a->u.obj.pairs[i];
-			HxNode	   *bm;
-
-			if (p->value == NULL)
-				continue;
-			bm = hx_node_get_member(b, p->key, p->keylen);
-			if (bm == NULL || !hx_node_equal(p->value, bm))
-				return false;
-		}
-	}
-	return true;
-}
-
-static uint32
-scalar_hash(const JsonbValue *v)
-{
-	switch (v->type)
-	{
-		case jbvNull:
-			return 0x2f6b1d3au;
-		case jbvBool:
-			return v->val.boolean ? 0x6c8e9cf5u : 0x1b873593u;
-		case jbvString:
-			return hash_bytes((const unsigned char *) v->val.string.val,
-							  v->val.string.len);
-		case jbvNumeric:
-			/* hash_numeric gives equal numbers equal hashes, as 1.0 and 1 */
-			return DatumGetUInt32(DirectFunctionCall1(hash_numeric,
-													  NumericGetDatum(v->val.numeric)));
-		default:
-			elog(ERROR, "unexpected jsonb scalar type %d", (int) v->type);
-	}
-	return 0;					/* keep compiler quiet */
-}
-
-#define HASH_ARRAY_SEED		0x9e3779b9u
-#define HASH_OBJECT_SEED	0x85ebca6bu
-
-/*
- * Hashes look this deep into a value and no deeper: a deeper container
- * hashes by its kind and size alone.  Equal values still hash equal, and
- * equality (which is iterative) settles collisions, so values nested as
- * deep as jsonb allows can be hashed without deep recursion.
- */
-#define HASH_MAX_DEPTH		32
-
-static uint32
-container_hash(JsonbContainer *c, int depth)
-{
-	HxContainerIter it;
-	HxContainerIter vit;
-	int			count = JsonContainerSize(c);
-	uint32		h;
-	int			i;
-
-	check_stack_depth();
-
-	if (JsonContainerIsArray(c))
-	{
-		h = HASH_ARRAY_SEED ^ count;
-		if (depth >= HASH_MAX_DEPTH)
-			return h;
-		hx_citer_init(&it, c, 0);
-		for (i = 0; i < count; i++)
-		{
-			JsonbValue	v;
-
-			hx_citer_next(&it, &v);
-			h = hash_combine(h, v.type == jbvBinary ?
-							 container_hash(v.val.binary.data, depth + 1) :
-							 scalar_hash(&v));
-		}
-	}
-	else
-	{
-		h = HASH_OBJECT_SEED ^ count;
-		if (depth >= HASH_MAX_DEPTH)
-			return h;
-		hx_citer_init(&it, c, 0);
-		hx_citer_init(&vit, c, count);
-		for (i = 0; i < count; i++)
-		{
-			JsonbValue	k;
-			JsonbValue	v;
-
-			hx_citer_next(&it, &k);
-			hx_citer_next(&vit, &v);
-			h += hash_combine(scalar_hash(&k), v.type == jbvBinary ?
-							  container_hash(v.val.binary.data, depth + 1) :
-							  scalar_hash(&v));
-		}
-	}
-	return h;
-}
-
-static uint32
-node_hash(HxNode *n, int depth)
-{
-	uint32		h;
-	int			i;
-
-	check_stack_depth();
-
-	switch (n->kind)
-	{
-		case HX_SCALAR:
-			return scalar_hash(&n->u.scalar);
-		case HX_BINARY:
-			return container_hash(n->u.bin.data, depth);
-		case HX_ARRAY:
-			h = HASH_ARRAY_SEED ^ n->u.arr.n;
-			if (depth >= HASH_MAX_DEPTH)
-				return h;
-			for (i = 0; i < n->u.arr.n; i++)
-				h = hash_combine(h, node_hash(n->u.arr.elems[i], depth + 1));
-			return h;
-		case HX_OBJECT:
-			h = HASH_OBJECT_SEED ^ n->u.obj.nlive;
-			if (depth >= HASH_MAX_DEPTH)
-				return h;
-			for (i = 0; i < n->u.obj.n; i++)
-			{
-				HxPair	   *p = &n->u.obj.pairs[i];
-
-				if (p->value)
-					h += hash_combine(hash_bytes((const unsigned char *) p->key,
-												 p->keylen),
-									  node_hash(p->value, depth + 1));
-			}
-			return h;
-	}
-	return 0;					/* keep compiler quiet */
-}
-
-/* A hash consistent with hx_node_equal */
-uint32
-hx_node_hash(HxNode *n)
-{
-	return node_hash(n, 0);
-}
-
-/* ---------------------------------------------------------------------
- * The encoder
- * ---------------------------------------------------------------------
- */
-
-/* Room for n more bytes; the common case stays inline */
-static inline void
-buf_room(StringInfo buf, int n)
-{
-	if (buf->len + n >= buf->maxlen)
-		enlargeStringInfo(buf, n);
-}
-
-/* Append n bytes without the trailing NUL that appendBinaryStringInfo adds */
-static inline void
-buf_append(StringInfo buf, const void *data, int n)
-{
-	buf_room(buf, n);
-	memcpy(buf->data + buf->len, data, n);
-	buf->len += n;
-}
-
-static inline int
-buf_reserve(StringInfo buf, int n)
-{
-	int			offset = buf->len;
-
-	buf_room(buf, n);
-	buf->len += n;
-	return offset;
-}
-
-static inline int
-buf_pad_to_int(StringInfo buf)
-{
-	int			padlen = INTALIGN(buf->len) - buf->len;
-
-	if (padlen > 0)
-	{
-		buf_room(buf, padlen);
-		memset(buf->data + buf->len, 0, padlen);
-		buf->len += padlen;
-	}
-	return padlen;
-}
-
-static inline void
-check_container_len(uint32 totallen)
-{
-	if (totallen > JENTRY_OFFLENMASK)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("total size of jsonb container exceeds the maximum of %u bytes",
-						JENTRY_OFFLENMASK)));
-}
-
-static JEntry encode_node(StringInfo buf, HxNode *n);
-
-static JEntry
-encode_scalar(StringInfo buf, const JsonbValue *v)
-{
-	int			numlen;
-	int			padlen;
-
-	switch (v->type)
-	{
-		case jbvNull:
-			return JENTRY_ISNULL;
-		case jbvBool:
-			return v->val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE;
-		case jbvString:
-			check_container_len(v->val.string.len);
-			buf_append(buf, v->val.string.val, v->val.string.len);
-			return JENTRY_ISSTRING | v->val.string.len;
-		case jbvNumeric:
-			numlen = VARSIZE_ANY(v->val.numeric);
-			padlen = buf_pad_to_int(buf);
-			buf_append(buf, v->val.numeric, numlen);
-			return JENTRY_ISNUMERIC | (padlen + numlen);
-		default:
-			elog(ERROR, "unexpected jsonb scalar type %d", (int) v->type);
-	}
-	return 0;					/* keep compiler quiet */
-}
-
-/* Store child i's JEntry, turning every JB_OFFSET_STRIDE'th into an offset */
-static inline void
-store_jentry(StringInfo buf, int jentry_offset, int i, JEntry meta,
-			 uint32 *totallen)
-{
-	*totallen += JBE_OFFLENFLD(meta);
-	check_container_len(*totallen);
-	if ((i % JB_OFFSET_STRIDE) == 0)
-		meta = (meta & JENTRY_TYPEMASK) | *totallen | JENTRY_HAS_OFF;
-	memcpy(buf->data + jentry_offset + i * sizeof(JEntry), &meta, sizeof(JEntry));
-}
-
-static JEntry
-encode_array(StringInfo buf, HxNode **elems, int n, bool rawscalar)
-{
-	int			base_offset = buf->len;
-	int			jentry_offset;
-	uint32		header = n | JB_FARRAY;
-	uint32		totallen = 0;
-	int			i;
-
-	buf_pad_to_int(buf);
-	if (rawscalar)
-		header |= JB_FSCALAR;
-	buf_append(buf, &header, sizeof(uint32));
-	jentry_offset = buf_reserve(buf, sizeof(JEntry) * n);
-
-	for (i = 0; i < n; i++)
-	{
-		if ((i & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-		store_jentry(buf, jentry_offset, i, encode_node(buf, elems[i]),
-					 &totallen);
-	}
-
-	totallen = buf->len - base_offset;
-	check_container_len(totallen);
-	return JENTRY_ISCONTAINER | totallen;
-}
-
-static JEntry
-encode_object(StringInfo buf, HxNode *obj)
-{
-	int			base_offset = buf->len;
-	int			jentry_offset;
-	uint32		header;
-	uint32		totallen = 0;
-	HxPair	   *pairs;
-	int			n;
-	int			i;
-
-	obj_normalize(obj);
-	pairs = obj->u.obj.pairs;
-	n = obj->u.obj.n;
-
-	buf_pad_to_int(buf);
-	header = n | JB_FOBJECT;
-	buf_append(buf, &header, sizeof(uint32));
-	jentry_offset = buf_reserve(buf, sizeof(JEntry) * n * 2);
-
-	for (i = 0; i < n; i++)
-	{
-		check_container_len(pairs[i].keylen);
-		buf_append(buf, pairs[i].key, pairs[i].keylen);
-		store_jentry(buf, jentry_offset, i,
-					 JENTRY_ISSTRING | pairs[i].keylen, &totallen);
-	}
-	for (i = 0; i < n; i++)
-	{
-		if ((i & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-		store_jentry(buf, jentry_offset, n + i,
-					 encode_node(buf, pairs[i].value), &totallen);
-	}
-
-	totallen = buf->len - base_offset;
-	check_container_len(totallen);
-	return JENTRY_ISCONTAINER | totallen;
-}
-
-static JEntry
-encode_node(StringInfo buf, HxNode *n)
-{
-	int			padlen;
-
-	check_stack_depth();
-
-	switch (n->kind)
-	{
-		case HX_SCALAR:
-			return encode_scalar(buf, &n->u.scalar);
-		case HX_BINARY:
-			padlen = buf_pad_to_int(buf);
-			buf_append(buf, n->u.bin.data, n->u.bin.len);
-			return JENTRY_ISCONTAINER | (padlen + n->u.bin.len);
-		case HX_ARRAY:
-			return encode_array(buf, n->u.arr.elems, n->u.arr.n, false);
-		case HX_OBJECT:
-			return encode_object(buf, n);
-	}
-	return 0;					/* keep compiler quiet */
-}
-
-/*
- * Encode a tree as a jsonb datum allocated in resultcxt; the work of
- * normalizing objects is done in the current context.  estimate is the
- * expected size: a good one saves the buffer's regrowth.
- */
-Jsonb *
-hx_node_to_jsonb(HxNode *root, Size estimate, MemoryContext resultcxt)
-{
-	StringInfoData buf;
-	MemoryContext oldcxt;
-
-	/* the buffer lives in resultcxt; repalloc keeps it there */
-	oldcxt = MemoryContextSwitchTo(resultcxt);
-	initStringInfo(&buf);
-	MemoryContextSwitchTo(oldcxt);
-
-	estimate = Min(estimate + 64, MaxAllocSize - 1024);
-	if (estimate > (Size) buf.maxlen)
-		enlargeStringInfo(&buf, (int) estimate);
-
-	buf_reserve(&buf, VARHDRSZ);
-	if (root->kind == HX_SCALAR)
-		(void) encode_array(&buf, &root, 1, true);
-	else
-		(void) encode_node(&buf, root);
-
-	SET_VARSIZE(buf.data, buf.len);
-	return (Jsonb *) buf.data;
-}

@@ -261,15 +261,16 @@ DECLARE
   bad jsonb;
   st text;
   msg text;
+  ctx text;
 BEGIN
   -- the last test's value wrapped in an array: never equal
   bad := jsonb_set(tests, ARRAY[n::text, 'value'], jsonb_build_array(tests -> n -> 'value'));
   PERFORM hx_patch(a, bad);
   RETURN 'no error for ' || bad;
 EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
-  IF st <> 'XH001' OR msg NOT LIKE format('JSON Patch operation %s (test) failed: %%', n) THEN
-    RETURN format('%s: %s for %s', st, msg, bad);
+  GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, ctx = PG_EXCEPTION_CONTEXT;
+  IF st <> 'XH001' OR ctx NOT LIKE format('JSON Patch operation %s (test) at path %%', n) THEN
+    RETURN format('%s: %s (%s) for %s', st, msg, split_part(ctx, E'\n', 1), bad);
   END IF;
   RETURN NULL;
 END $$;

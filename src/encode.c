@@ -1,0 +1,367 @@
+/*-------------------------------------------------------------------------
+ *
+ * encode.c
+ *	  The encoder: an HxNode tree back into a jsonb datum, byte for byte as
+ *	  core's convertToJsonb() would write it.
+ *
+ * jsonb's on-disk format (utils/jsonb.h): a container is a header word
+ * (count and kind), one JEntry per child, every JB_OFFSET_STRIDE'th of
+ * them holding the end offset of its child's data and the others its
+ * length, then the children's data; numerics and containers start 4-byte
+ * aligned, with zero padding before them counted in the JEntry of the
+ * child they precede; an object lists its keys, in jsonb key order, before
+ * its values.  A container's bytes do not depend on where it sits, as long
+ * as it starts 4-byte aligned, so an untouched (HX_BINARY) container is
+ * copied as it is, and the result equals core's encoding of the same value
+ * (test/pgtap/encoding.sql compares the bytes).
+ *
+ * The encoder first computes the exact size of the result, which is also
+ * the place where a result larger than jsonb can hold is refused (54000)
+ * before any memory is spent on it, and then writes into a buffer of
+ * exactly that size.
+ *
+ * src/encode.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "tree.h"
+
+/* The encoder checks for interrupts once per this many children */
+#define ENCODE_INTERRUPT_STRIDE	1024
+
+/* ---------------------------------------------------------------------
+ * Sizes
+ * ---------------------------------------------------------------------
+ */
+
+void
+hx_error_too_large(Size size)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("jsonb value would exceed the maximum size of %zu bytes",
+					HX_JSONB_MAX_SIZE),
+			 errdetail("The result would take at least %zu bytes.", size)));
+}
+
+/* Padding that brings offset to the next multiple of 4 */
+static inline Size
+pad_to_int(Size offset)
+{
+	return INTALIGN(offset) - offset;
+}
+
+/* Does a child of this kind start 4-byte aligned? */
+static inline bool
+is_aligned(const HxNode *n)
+{
+	return n->kind != HX_SCALAR || n->u.scalar.type == jbvNumeric;
+}
+
+static Size node_size(HxNode *n);
+
+/*
+ * The size of a container's data area after its header and JEntries,
+ * which end 4-byte aligned: each child's data, padded as it will be.
+ * Stops early, with a size over the limit, once the limit is passed.
+ */
+static Size
+children_size(HxNode **children, int n, Size offset)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		HxNode	   *child = children[i];
+
+		if ((i % ENCODE_INTERRUPT_STRIDE) == 0)
+			CHECK_FOR_INTERRUPTS();
+		if (is_aligned(child))
+			offset += pad_to_int(offset);
+		offset += node_size(child);
+		if (offset > HX_JSONB_MAX_SIZE)
+			break;
+	}
+	return offset;
+}
+
+/* The number of bytes the encoder writes for n (after any padding) */
+static Size
+node_size(HxNode *n)
+{
+	Size		size;
+	int			i;
+
+	check_stack_depth();
+
+	switch (n->kind)
+	{
+		case HX_SCALAR:
+			switch (n->u.scalar.type)
+			{
+				case jbvString:
+					return n->u.scalar.val.string.len;
+				case jbvNumeric:
+					return VARSIZE_ANY(n->u.scalar.val.numeric);
+				default:
+					return 0;	/* null and booleans live in the JEntry */
+			}
+		case HX_BINARY:
+			return n->u.bin.len;
+		case HX_ARRAY:
+			size = sizeof(uint32) + sizeof(JEntry) * (Size) n->u.arr.n;
+			return children_size(n->u.arr.elems, n->u.arr.n, size);
+		case HX_OBJECT:
+			/* keys first, in key order: the padding depends on the order */
+			hx_object_normalize(n);
+			size = sizeof(uint32) + sizeof(JEntry) * 2 * (Size) n->u.obj.n;
+			for (i = 0; i < n->u.obj.n; i++)
+				size += n->u.obj.pairs[i].keylen;
+			for (i = 0; i < n->u.obj.n && size <= HX_JSONB_MAX_SIZE; i++)
+			{
+				HxNode	   *child = n->u.obj.pairs[i].value;
+
+				if ((i % ENCODE_INTERRUPT_STRIDE) == 0)
+					CHECK_FOR_INTERRUPTS();
+				if (is_aligned(child))
+					size += pad_to_int(size);
+				size += node_size(child);
+			}
+			return size;
+	}
+	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * The size of n's encoding as a container: a scalar becomes the one
+ * element of a raw-scalar array, as at the root of a jsonb datum.  A
+ * result over HX_JSONB_MAX_SIZE is only known to be over it.
+ */
+Size
+hx_node_encoded_size(HxNode *n)
+{
+	if (n->kind == HX_SCALAR)
+		return children_size(&n, 1, sizeof(uint32) + sizeof(JEntry));
+	return node_size(n);
+}
+
+/* ---------------------------------------------------------------------
+ * Writing
+ * ---------------------------------------------------------------------
+ */
+
+/* The output: a buffer of exactly the computed size */
+typedef struct EncodeBuf
+{
+	char	   *data;
+	Size		len;
+	Size		cap;
+} EncodeBuf;
+
+static inline void
+buf_append(EncodeBuf *buf, const void *data, Size n)
+{
+	Assert(buf->len + n <= buf->cap);
+	memcpy(buf->data + buf->len, data, n);
+	buf->len += n;
+}
+
+static inline Size
+buf_reserve(EncodeBuf *buf, Size n)
+{
+	Size		offset = buf->len;
+
+	Assert(buf->len + n <= buf->cap);
+	buf->len += n;
+	return offset;
+}
+
+static inline uint32
+buf_pad_to_int(EncodeBuf *buf)
+{
+	uint32		padlen = pad_to_int(buf->len);
+
+	Assert(buf->len + padlen <= buf->cap);
+	memset(buf->data + buf->len, 0, padlen);
+	buf->len += padlen;
+	return padlen;
+}
+
+static JEntry encode_node(EncodeBuf *buf, HxNode *n);
+
+static JEntry
+encode_scalar(EncodeBuf *buf, const JsonbValue *v)
+{
+	uint32		numlen;
+	uint32		padlen;
+
+	switch (v->type)
+	{
+		case jbvNull:
+			return JENTRY_ISNULL;
+		case jbvBool:
+			return v->val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE;
+		case jbvString:
+			buf_append(buf, v->val.string.val, v->val.string.len);
+			return JENTRY_ISSTRING | v->val.string.len;
+		case jbvNumeric:
+			numlen = VARSIZE_ANY(v->val.numeric);
+			padlen = buf_pad_to_int(buf);
+			buf_append(buf, v->val.numeric, numlen);
+			return JENTRY_ISNUMERIC | (padlen + numlen);
+		default:
+			elog(ERROR, "unexpected jsonb scalar type %d", (int) v->type);
+	}
+	return 0;					/* keep compiler quiet */
+}
+
+/* Store child i's JEntry, turning every JB_OFFSET_STRIDE'th into an offset */
+static inline void
+store_jentry(EncodeBuf *buf, Size jentry_offset, int i, JEntry meta,
+			 uint32 *totallen)
+{
+	*totallen += JBE_OFFLENFLD(meta);
+	Assert(*totallen <= JENTRY_OFFLENMASK);
+	if ((i % JB_OFFSET_STRIDE) == 0)
+		meta = (meta & JENTRY_TYPEMASK) | *totallen | JENTRY_HAS_OFF;
+	memcpy(buf->data + jentry_offset + i * sizeof(JEntry), &meta, sizeof(JEntry));
+}
+
+static JEntry
+encode_array(EncodeBuf *buf, HxNode **elems, int n, bool rawscalar)
+{
+	Size		base_offset;
+	Size		jentry_offset;
+	uint32		header = n | JB_FARRAY;
+	uint32		totallen = 0;
+	uint32		padlen;
+	int			i;
+
+	padlen = buf_pad_to_int(buf);
+	base_offset = buf->len;
+	if (rawscalar)
+		header |= JB_FSCALAR;
+	buf_append(buf, &header, sizeof(uint32));
+	jentry_offset = buf_reserve(buf, sizeof(JEntry) * n);
+
+	for (i = 0; i < n; i++)
+	{
+		if ((i % ENCODE_INTERRUPT_STRIDE) == 0)
+			CHECK_FOR_INTERRUPTS();
+		store_jentry(buf, jentry_offset, i, encode_node(buf, elems[i]),
+					 &totallen);
+	}
+	return JENTRY_ISCONTAINER | (padlen + (buf->len - base_offset));
+}
+
+static JEntry
+encode_object(EncodeBuf *buf, HxNode *obj)
+{
+	Size		base_offset;
+	Size		jentry_offset;
+	uint32		header;
+	uint32		totallen = 0;
+	uint32		padlen;
+	HxPair	   *pairs;
+	int			n;
+	int			i;
+
+	hx_object_normalize(obj);
+	pairs = obj->u.obj.pairs;
+	n = obj->u.obj.n;
+
+	padlen = buf_pad_to_int(buf);
+	base_offset = buf->len;
+	header = n | JB_FOBJECT;
+	buf_append(buf, &header, sizeof(uint32));
+	jentry_offset = buf_reserve(buf, sizeof(JEntry) * n * 2);
+
+	for (i = 0; i < n; i++)
+	{
+		buf_append(buf, pairs[i].key, pairs[i].keylen);
+		store_jentry(buf, jentry_offset, i,
+					 JENTRY_ISSTRING | pairs[i].keylen, &totallen);
+	}
+	for (i = 0; i < n; i++)
+	{
+		if ((i % ENCODE_INTERRUPT_STRIDE) == 0)
+			CHECK_FOR_INTERRUPTS();
+		store_jentry(buf, jentry_offset, n + i,
+					 encode_node(buf, pairs[i].value), &totallen);
+	}
+	return JENTRY_ISCONTAINER | (padlen + (buf->len - base_offset));
+}
+
+static JEntry
+encode_node(EncodeBuf *buf, HxNode *n)
+{
+	uint32		padlen;
+
+	check_stack_depth();
+
+	switch (n->kind)
+	{
+		case HX_SCALAR:
+			return encode_scalar(buf, &n->u.scalar);
+		case HX_BINARY:
+			padlen = buf_pad_to_int(buf);
+			buf_append(buf, n->u.bin.data, n->u.bin.len);
+			return JENTRY_ISCONTAINER | (padlen + n->u.bin.len);
+		case HX_ARRAY:
+			return encode_array(buf, n->u.arr.elems, n->u.arr.n, false);
+		case HX_OBJECT:
+			return encode_object(buf, n);
+	}
+	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * Encode a tree as a jsonb datum allocated in resultcxt.  A result larger
+ * than jsonb can hold is an error (54000), raised before the buffer is
+ * allocated.
+ */
+Jsonb *
+hx_node_to_jsonb(HxNode *root, MemoryContext resultcxt)
+{
+	Size		size = hx_node_encoded_size(root);
+	EncodeBuf	buf;
+
+	if (size > HX_JSONB_MAX_SIZE)
+		hx_error_too_large(size);
+
+	buf.cap = VARHDRSZ + size;
+	buf.data = MemoryContextAllocHuge(resultcxt, buf.cap);
+	buf.len = VARHDRSZ;
+	if (root->kind == HX_SCALAR)
+		(void) encode_array(&buf, &root, 1, true);
+	else
+		(void) encode_node(&buf, root);
+	Assert(buf.len == buf.cap);
+
+	SET_VARSIZE(buf.data, buf.len);
+	return (Jsonb *) buf.data;
+}
+
+/*
+ * A copy of n that shares nothing another node can change: scalars and
+ * on-disk containers are copied as they are (the bytes of an on-disk
+ * container are never written), an unpacked container is encoded, so that
+ * the copy costs the bytes of its encoding, never more, however often it
+ * is copied again.
+ */
+HxNode *
+hx_node_copy(HxNode *n)
+{
+	HxNode	   *c;
+
+	if (n->kind == HX_ARRAY || n->kind == HX_OBJECT)
+		return hx_node_from_jsonb(hx_node_to_jsonb(n, CurrentMemoryContext));
+	c = palloc(sizeof(HxNode));
+	*c = *n;
+	return c;
+}

@@ -1,0 +1,438 @@
+/*-------------------------------------------------------------------------
+ *
+ * ops.c
+ *	  The op-list engine that hx_patch (RFC 6902) and hx_merge (composing
+ *	  writes) share: a JSON array of operation objects, applied in order to
+ *	  one tree, all or nothing.
+ *
+ * While an operation runs, an error context names it ("JSON Patch
+ * operation 2 (remove) at path "/a/b""), so that the messages of the code
+ * below (pointer.c, the operations themselves) say only what failed.
+ *
+ * Bounds, whatever the op list:
+ *	- time: interrupts are checked before every operation and in every
+ *	  loop over a container, so a cancel or statement_timeout lands;
+ *	- result size: only "copy" can make a document grow faster than its op
+ *	  list (each copy of the whole document doubles it).  Copies count the
+ *	  bytes they add; once the document could be over jsonb's limit, its
+ *	  exact size is measured, and a document over the limit stops with
+ *	  54000 there, not gigabytes later;
+ *	- memory: everything an op list allocates lives in one context.  When
+ *	  that holds several times what the document and the op list need
+ *	  (copies and unpacked containers that were later removed), the tree is
+ *	  encoded into a fresh context and the old one is freed, so peak memory
+ *	  stays within a small multiple of the input and the result.
+ *
+ * src/ops.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "ops.h"
+
+/* The tree is rebuilt when its context passes this, plus a few times the
+ * document and the input; doubled when rebuilding does not free much */
+#define COMPACT_FLOOR_INITIAL	((Size) 64 * 1024 * 1024)
+#define COMPACT_FACTOR			3
+/* Rebuilds closer together than this many operations mean a working set
+ * larger than the threshold: raise it instead of rebuilding again */
+#define COMPACT_MIN_DISTANCE	8
+
+/* ---------------------------------------------------------------------
+ * The error context
+ * ---------------------------------------------------------------------
+ */
+
+static void
+ops_error_context(void *arg)
+{
+	HxOpList   *ops = (HxOpList *) arg;
+	const char *path;
+	const char *from;
+
+	if (ops->index < 0)
+		return;
+	path = ops->path ? hx_clip(ops->path->text) : NULL;
+	from = ops->from ? hx_clip(ops->from->text) : NULL;
+
+	if (ops->kind == HX_OPS_PATCH)
+	{
+		if (ops->opname == NULL)
+			errcontext("JSON Patch operation %d", ops->index);
+		else if (path == NULL)
+			errcontext("JSON Patch operation %d (%s)", ops->index, ops->opname);
+		else if (from == NULL)
+			errcontext("JSON Patch operation %d (%s) at path \"%s\"",
+					   ops->index, ops->opname, path);
+		else
+			errcontext("JSON Patch operation %d (%s) from \"%s\" to path \"%s\"",
+					   ops->index, ops->opname, from, path);
+	}
+	else
+	{
+		if (ops->opname == NULL)
+			errcontext("hx_merge operation %d", ops->index);
+		else if (path == NULL)
+			errcontext("hx_merge operation %d (%s)", ops->index, ops->opname);
+		else if (from == NULL)
+			errcontext("hx_merge operation %d (%s) at path \"%s\"",
+					   ops->index, ops->opname, path);
+		else
+			errcontext("hx_merge operation %d (%s) from \"%s\" to path \"%s\"",
+					   ops->index, ops->opname, from, path);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Applying an op list
+ * ---------------------------------------------------------------------
+ */
+
+static void
+set_compact_threshold(HxOpList *ops, Size *threshold)
+{
+	*threshold = ops->compact_floor +
+		COMPACT_FACTOR * (ops->known_size + ops->input_size);
+}
+
+/*
+ * Start editing doc: the tree lives in a context of its own, under the
+ * current one.  input_size is the size of the op list (or patch) that
+ * will be applied; reset (if not NULL) is called with reset_arg when the
+ * tree is rebuilt.
+ */
+void
+hx_ops_begin(HxOpList *ops, HxOpsKind kind, Jsonb *doc, Size input_size,
+			 HxResetFn reset, void *reset_arg)
+{
+	MemoryContext oldcxt;
+
+	memset(ops, 0, sizeof(HxOpList));
+	ops->kind = kind;
+	ops->index = -1;
+	ops->doc = doc;
+	ops->parentcxt = CurrentMemoryContext;
+	ops->treecxt = AllocSetContextCreate(CurrentMemoryContext, "hxstate tree",
+										 ALLOCSET_DEFAULT_SIZES);
+	ops->input_size = input_size;
+	ops->known_size = VARSIZE(doc) - VARHDRSZ;
+	ops->compact_floor = COMPACT_FLOOR_INITIAL;
+	ops->reset = reset;
+	ops->reset_arg = reset_arg;
+	oldcxt = MemoryContextSwitchTo(ops->treecxt);
+	ops->root = ops->original = hx_node_from_jsonb(doc);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Rebuild the tree from its encoding in a fresh context, freeing
+ * everything the old one held that the document no longer uses.
+ */
+static void
+compact(HxOpList *ops)
+{
+	MemoryContext newcxt;
+	Jsonb	   *jb;
+
+	newcxt = AllocSetContextCreate(ops->parentcxt, "hxstate tree",
+								   ALLOCSET_DEFAULT_SIZES);
+	jb = hx_node_to_jsonb(ops->root, newcxt);
+	MemoryContextSwitchTo(newcxt);
+	MemoryContextDelete(ops->treecxt);
+	ops->treecxt = newcxt;
+	ops->root = hx_node_from_jsonb(jb);
+	ops->original = NULL;
+	ops->known_size = VARSIZE(jb) - VARHDRSZ;
+	ops->growth = 0;
+	if (ops->since_compaction < COMPACT_MIN_DISTANCE)
+		ops->compact_floor *= 2;
+	ops->since_compaction = 0;
+	if (ops->reset)
+		ops->reset(ops->reset_arg);
+}
+
+/* After each operation: keep the result's size and the memory in bounds */
+static void
+check_bounds(HxOpList *ops, Size *threshold)
+{
+	ops->since_compaction++;
+
+	/*
+	 * Copies may have made the document larger than jsonb can hold: measure
+	 * it once it could be, and again after each further eighth of growth.
+	 */
+	if (ops->growth > 0 &&
+		ops->known_size + ops->growth > HX_JSONB_MAX_SIZE &&
+		ops->growth >= ops->known_size / 8)
+	{
+		Size		size = hx_node_encoded_size(ops->root);
+
+		if (size > HX_JSONB_MAX_SIZE)
+			hx_error_too_large(size);
+		ops->known_size = size;
+		ops->growth = 0;
+		set_compact_threshold(ops, threshold);
+	}
+
+	if (MemoryContextMemAllocated(ops->treecxt, true) > *threshold)
+	{
+		compact(ops);
+		set_compact_threshold(ops, threshold);
+	}
+}
+
+/*
+ * Apply every operation of list (a JSON array) to ops->root, in order,
+ * with apply_op; arg is passed on.  Everything is allocated in the tree's
+ * context.
+ */
+void
+hx_ops_apply(HxOpList *ops, JsonbContainer *list, HxApplyOpFn apply_op,
+			 void *arg)
+{
+	HxContainerIter it;
+	int			n = JsonContainerSize(list);
+	int			i;
+	ErrorContextCallback errcallback;
+	MemoryContext oldcxt;
+	Size		threshold;
+
+	Assert(JsonContainerIsArray(list));
+	set_compact_threshold(ops, &threshold);
+	errcallback.callback = ops_error_context;
+	errcallback.arg = ops;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+	oldcxt = MemoryContextSwitchTo(ops->treecxt);
+
+	hx_citer_init(&it, list, 0);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue	v;
+
+		CHECK_FOR_INTERRUPTS();
+		ops->index = i;
+		ops->opname = NULL;
+		ops->path = ops->from = NULL;
+		hx_citer_next(&it, &v);
+		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_MALFORMED),
+					 errmsg("operation is not an object"),
+					 errdetail("It is of type %s.", hx_value_type_name(&v))));
+		apply_op(ops, v.val.binary.data, arg);
+
+		/* what the operation parsed is not needed any more */
+		ops->index = -1;
+		ops->path = ops->from = NULL;
+		check_bounds(ops, &threshold);
+	}
+
+	MemoryContextSwitchTo(oldcxt);
+	error_context_stack = errcallback.previous;
+}
+
+/*
+ * The edited document, allocated in resultcxt (the input document itself
+ * when nothing changed it), and the tree's memory freed.
+ */
+Jsonb *
+hx_ops_end(HxOpList *ops, MemoryContext resultcxt)
+{
+	Jsonb	   *result;
+
+	if (ops->root == ops->original && ops->root->kind == HX_BINARY)
+		result = ops->doc;
+	else
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(ops->treecxt);
+
+		result = hx_node_to_jsonb(ops->root, resultcxt);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	MemoryContextDelete(ops->treecxt);
+	ops->treecxt = NULL;
+	ops->root = NULL;
+	return result;
+}
+
+/* ---------------------------------------------------------------------
+ * Reading the members of one operation
+ * ---------------------------------------------------------------------
+ */
+
+static bool
+get_member(JsonbContainer *op, const char *member, JsonbValue *v)
+{
+	return getKeyJsonValueFromContainer(op, member, strlen(member), v) != NULL;
+}
+
+static void
+error_missing_member(const char *member)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_MALFORMED),
+			 errmsg("operation is missing the \"%s\" member", member)));
+}
+
+/*
+ * The op of an operation, as its index in names[]; records it for the
+ * error context.
+ */
+int
+hx_op_name(HxOpList *ops, JsonbContainer *op, const char *const *names,
+		   int nnames)
+{
+	int			len;
+	const char *name = hx_op_get_string(op, "op", true, &len);
+	int			i;
+
+	for (i = 0; i < nnames; i++)
+	{
+		if (strlen(names[i]) == (size_t) len && memcmp(names[i], name, len) == 0)
+		{
+			ops->opname = names[i];
+			return i;
+		}
+	}
+	if (ops->kind == HX_OPS_PATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_MALFORMED),
+				 errmsg("unrecognized operation \"%s\"",
+						hx_clip(pnstrdup(name, len))),
+				 errhint("The op must be one of add, remove, replace, move, copy and test.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_MALFORMED),
+			 errmsg("unrecognized operation \"%s\"",
+					hx_clip(pnstrdup(name, len))),
+			 errhint("The op must be one of append, replace, delete, increment, union, upsert, discard, clear, merge, add, remove, move, copy and test.")));
+	pg_unreachable();
+}
+
+/*
+ * The string member "member" of op, or NULL when it is absent and not
+ * required.  Its length goes to *len; the result is not NUL-terminated.
+ */
+const char *
+hx_op_get_string(JsonbContainer *op, const char *member, bool required,
+				 int *len)
+{
+	JsonbValue	v;
+
+	if (!get_member(op, member, &v))
+	{
+		if (required)
+			error_missing_member(member);
+		return NULL;
+	}
+	if (v.type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_MALFORMED),
+				 errmsg("the \"%s\" member of the operation is not a string",
+						member),
+				 errdetail("It is of type %s.", hx_value_type_name(&v))));
+	*len = v.val.string.len;
+	return v.val.string.val;
+}
+
+/* The member "member" of op as a node, or NULL when absent and optional */
+HxNode *
+hx_op_get_value(JsonbContainer *op, const char *member, bool required)
+{
+	JsonbValue	v;
+
+	if (!get_member(op, member, &v))
+	{
+		if (required)
+			error_missing_member(member);
+		return NULL;
+	}
+	return hx_node_from_value(&v);
+}
+
+/*
+ * The required pointer member of op, "path" or "from" by role; recorded
+ * for the error context.
+ */
+void
+hx_op_get_pointer(HxOpList *ops, JsonbContainer *op, HxPointerRole role,
+				  HxPointer *ptr)
+{
+	int			len;
+	const char *s;
+
+	Assert(role == HX_PTR_PATH || role == HX_PTR_FROM);
+	s = hx_op_get_string(op, role == HX_PTR_PATH ? "path" : "from", true, &len);
+	hx_pointer_parse(ptr, s, len, role);
+	if (role == HX_PTR_PATH)
+		ops->path = ptr;
+	else
+		ops->from = ptr;
+}
+
+/* ---------------------------------------------------------------------
+ * Operations both functions share
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * RFC 6902 "test": the value at path must equal the op's "value" (XH001,
+ * also when the path does not exist).
+ */
+void
+hx_op_test(HxOpList *ops, JsonbContainer *op, const HxPointer *path)
+{
+	HxNode	   *value = hx_op_get_value(op, "value", true);
+	HxNode	   *node = hx_lookup(ops->root, path, path->ntokens, true);
+
+	if (node == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_TEST_FAILED),
+				 errmsg("test failed: path \"%s\" does not exist",
+						hx_clip(path->text))));
+	if (!hx_node_equal(node, value))
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_TEST_FAILED),
+				 errmsg("test failed: the value at path \"%s\" is not equal to \"value\"",
+						hx_clip(path->text))));
+}
+
+/*
+ * RFC 6902 "move" (section 4.4: a remove at "from", then an add at path;
+ * "from" may not be a proper prefix of path) and "copy" (4.5).  "from"
+ * must exist; add is the caller's add, strict or forgiving.  A copy counts
+ * the bytes it adds to the document.
+ */
+void
+hx_op_move_copy(HxOpList *ops, JsonbContainer *op, const HxPointer *path,
+				bool is_move, HxAddFn add)
+{
+	HxPointer  *from = palloc(sizeof(HxPointer));
+	HxNode	   *node;
+
+	hx_op_get_pointer(ops, op, HX_PTR_FROM, from);
+	if (is_move && hx_pointer_is_proper_prefix(from, path))
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_MALFORMED),
+				 errmsg("cannot move \"%s\" into its own child \"%s\"",
+						hx_clip(from->text), hx_clip(path->text))));
+	node = hx_lookup(ops->root, from, from->ntokens, true);
+	if (node == NULL)
+		(void) hx_walk(&ops->root, from, from->ntokens, HX_WALK_STRICT);	/* reports */
+
+	if (!is_move)
+	{
+		node = hx_node_copy(node);
+		ops->growth += (node->kind == HX_BINARY) ? node->u.bin.len :
+			hx_node_encoded_size(node);
+	}
+	else if (hx_pointer_equal(from, path))
+		return;					/* a no-op once "from" is known to exist */
+	else if (from->ntokens > 0)
+		node = hx_remove_at(&ops->root, from, false);
+	add(&ops->root, path, node);
+}

@@ -1,0 +1,41 @@
+/*-------------------------------------------------------------------------
+ *
+ * trigger.h
+ *	  Trigger plumbing that every hxstate trigger function shares
+ *	  (trigger.c): how it was called, its arguments resolved once per
+ *	  statement, the columns they name, and how violations name them.
+ *
+ * src/trigger.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef HX_TRIGGER_H
+#define HX_TRIGGER_H
+
+#include "hxstate.h"
+
+#include "commands/trigger.h"
+#include "utils/rel.h"
+
+extern TriggerData *hx_trigger_data(FunctionCallInfo fcinfo,
+									const char *funcname);
+extern TriggerData *hx_row_check_trigger_data(FunctionCallInfo fcinfo,
+											  const char *funcname);
+extern Datum hx_trigger_return(TriggerData *trigdata);
+extern AttrNumber hx_trigger_column(Relation rel, const char *name);
+
+/*
+ * A trigger's arguments, parsed by the trigger function's parser into
+ * memory of cxt, and kept for the rest of the statement.
+ */
+typedef void *(*HxTriggerArgsParser) (TriggerData *trigdata,
+									  MemoryContext cxt);
+extern void *hx_trigger_args(FunctionCallInfo fcinfo, TriggerData *trigdata,
+							 HxTriggerArgsParser parse);
+
+extern int	hx_errtablecolconstraint(Relation rel, AttrNumber attnum,
+									 const char *conname);
+extern char *hx_value_text_for(Relation rel, AttrNumber attnum,
+							   Oid typoutput, Datum datum, bool isnull);
+
+#endif							/* HX_TRIGGER_H */

@@ -4,6 +4,7 @@ EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
 	src/catalog.o \
+	src/detoast.o \
 	src/diff.o \
 	src/encode.o \
 	src/equal.o \
@@ -24,7 +25,7 @@ DATA = \
 	sql/hxstate--0.2.0--0.3.0.sql \
 	sql/hxstate--0.3.0--0.4.0.sql
 
-REGRESS = setup patch merge diff guard phase stream sessions upgrade
+REGRESS = setup patch merge diff limits guard phase stream sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
 ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify

@@ -159,3 +159,14 @@ SELECT err($$UPDATE misuse SET phase = 'done' WHERE id = 2$$);
 
 DROP TABLE runs, tasks, tickets, misuse;
 DELETE FROM hx_machine WHERE machine = 'ticket';
+
+-- hx_machine_changed is the extension's own trigger: on any other table,
+-- or as a row trigger, it is an error, never a trigger that drops rows
+CREATE TABLE notes (id int PRIMARY KEY);
+CREATE TRIGGER bad BEFORE INSERT ON notes FOR EACH ROW EXECUTE FUNCTION hx_machine_changed();
+SELECT err($$INSERT INTO notes VALUES (1)$$);
+DROP TRIGGER bad ON notes;
+CREATE TRIGGER bad AFTER INSERT ON notes FOR EACH STATEMENT EXECUTE FUNCTION hx_machine_changed();
+SELECT err($$INSERT INTO notes VALUES (1)$$);
+SELECT count(*) AS rows_kept FROM notes;
+DROP TABLE notes;

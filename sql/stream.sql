@@ -209,3 +209,36 @@ DROP ROLE regress_hx_owner, regress_hx_app, regress_hx_reader;
 DROP VIEW events;
 DROP TABLE sessions, loose, runs, misuse;
 DELETE FROM hx_event;
+
+-- A partitioned table streams under its root's name, wherever a row is
+-- stored, so that hx_stream_snapshot() on the partitioned table and the
+-- events name the same stream; the key must be unique on the root
+CREATE TABLE pt (id int PRIMARY KEY, state jsonb) PARTITION BY RANGE (id);
+CREATE TABLE pt_1 PARTITION OF pt FOR VALUES FROM (0) TO (100);
+CREATE TABLE pt_2 PARTITION OF pt FOR VALUES FROM (100) TO (200);
+CREATE TRIGGER hx AFTER INSERT OR UPDATE OR DELETE ON pt
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id');
+INSERT INTO pt VALUES (1, '{"n": 1}'), (150, '{"n": 150}');
+UPDATE pt SET state = '{"n": 2}' WHERE id = 1;
+SELECT stream, seq, type FROM hx_event WHERE stream LIKE 'pt%' ORDER BY stream, seq;
+SELECT * FROM hx_stream_snapshot('pt', '1');
+SELECT * FROM hx_stream_snapshot('pt_2', '150');
+-- moving a row to another partition changes its key: one stream ends, another starts
+UPDATE pt SET id = 120 WHERE id = 1;
+SELECT stream, seq, type, event->'value' AS value FROM hx_event WHERE stream IN ('pt:1', 'pt:120') ORDER BY stream, seq;
+-- stream=<name> on a partition's own trigger names the streams as asked,
+-- and a key unique only in that partition is enough for it
+CREATE TABLE lt (id int, state jsonb) PARTITION BY LIST (id);
+CREATE TABLE lt_a PARTITION OF lt FOR VALUES IN (1, 2);
+CREATE UNIQUE INDEX ON lt_a (id);
+CREATE TRIGGER hx AFTER INSERT OR UPDATE OR DELETE ON lt_a
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id', 'stream=lta');
+INSERT INTO lt VALUES (1, '{}');
+SELECT stream, seq, type FROM hx_event WHERE stream LIKE 'lt%' ORDER BY stream, seq;
+-- without stream=, a partition's trigger names the root's streams, so the
+-- key must be unique there
+CREATE TRIGGER hx_root AFTER INSERT OR UPDATE OR DELETE ON lt_a
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id');
+SELECT err($$INSERT INTO lt VALUES (2, '{}')$$);
+DROP TABLE pt, lt;
+DELETE FROM hx_event;

@@ -397,8 +397,8 @@ PG_FUNCTION_INFO_V1(hx_diff);
 Datum
 hx_diff(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *oldjb = PG_GETARG_JSONB_P(0);
-	Jsonb	   *newjb = PG_GETARG_JSONB_P(1);
+	Jsonb	   *oldjb = hx_detoast_jsonb(PG_GETARG_DATUM(0));
+	Jsonb	   *newjb = hx_detoast_jsonb(PG_GETARG_DATUM(1));
 	char	   *modename = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	HxArrayMode mode = hx_parse_array_mode(modename);
 	MemoryContext workcxt;

@@ -138,7 +138,7 @@ guard_json(GuardColumn *col, GuardValue *v)
 {
 	if (v->isnull || col->typid != JSONBOID)
 		return;
-	v->json = hx_node_from_jsonb(DatumGetJsonbP(v->datum));
+	v->json = hx_node_from_jsonb(hx_detoast_jsonb(v->datum));
 	if (col->has_pointer)
 	{
 		v->json = hx_lookup(v->json, &col->ptr, col->ptr.ntokens, false);

@@ -1119,8 +1119,8 @@ PG_FUNCTION_INFO_V1(hx_merge);
 Datum
 hx_merge(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *state = PG_GETARG_JSONB_P(0);
-	Jsonb	   *writes = PG_GETARG_JSONB_P(1);
+	Jsonb	   *state = hx_detoast_jsonb(PG_GETARG_DATUM(0));
+	Jsonb	   *writes = hx_detoast_jsonb(PG_GETARG_DATUM(1));
 	MergeState	ms = {0};
 	HxOpList	ops;
 	Jsonb	   *result;

@@ -139,8 +139,8 @@ PG_FUNCTION_INFO_V1(hx_patch);
 Datum
 hx_patch(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *doc = PG_GETARG_JSONB_P(0);
-	Jsonb	   *patch = PG_GETARG_JSONB_P(1);
+	Jsonb	   *doc = hx_detoast_jsonb(PG_GETARG_DATUM(0));
+	Jsonb	   *patch = hx_detoast_jsonb(PG_GETARG_DATUM(1));
 	JsonbContainer *list = get_op_list(patch);
 	HxOpList	ops;
 	Jsonb	   *result;

@@ -567,7 +567,7 @@ state_jsonb(HeapTuple tuple, TupleDesc desc, AttrNumber attnum)
 	Datum		d = heap_getattr(tuple, attnum, desc, &isnull);
 
 	if (!isnull)
-		return DatumGetJsonbP(d);
+		return hx_detoast_jsonb(d);
 	/* a NULL state is JSON null to clients */
 	return hx_node_to_jsonb(hx_node_new_null(), CurrentMemoryContext);
 }

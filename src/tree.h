@@ -151,6 +151,9 @@ extern void hx_citer_next(HxContainerIter *it, JsonbValue *v);
 extern void hx_jsonb_root_value(Jsonb *jb, JsonbValue *v);
 extern int	hx_key_compare(const char *a, int alen, const char *b, int blen);
 
+/* detoast.c: reading a value stored out of line, interruptibly */
+extern Jsonb *hx_detoast_jsonb(Datum datum);
+
 /* ---------------------------------------------------------------------
  * equal.c: equality and hashing by JSON value
  * ---------------------------------------------------------------------

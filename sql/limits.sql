@@ -1,0 +1,41 @@
+--
+-- limits: results larger than jsonb can hold, op lists that take too long,
+-- and memory
+--
+-- (err() is defined in setup.sql)
+
+-- A copy of the whole document doubles it: 40 copies would need
+-- terabytes.  The document's size is known as the copies add to it, and
+-- the op list stops with 54000 once it is over jsonb's limit, in
+-- operation 28, not terabytes later.
+SELECT err($$SELECT hx_patch('{"a": "x"}',
+  (SELECT jsonb_agg(jsonb_build_object('op', 'copy', 'from', '', 'path', '/a' || i)) FROM generate_series(1, 40) i))$$);
+SELECT err($$SELECT hx_merge(jsonb_build_object('a', repeat('x', 1000)),
+  (SELECT jsonb_agg(jsonb_build_object('op', 'copy', 'from', '', 'path', '/a' || i)) FROM generate_series(1, 40) i))$$);
+
+-- Copies of an untouched member share its bytes in memory, but not in the
+-- result: 100,000 copies of a 4 kB member stop at the limit too
+SELECT err($$SELECT hx_merge(jsonb_build_object('big', repeat('x', 4000)),
+  (SELECT jsonb_agg(jsonb_build_object('op', 'copy', 'from', '/big', 'path', '/c' || i)) FROM generate_series(1, 100000) i))$$);
+
+-- Under the limit, doubling works
+SELECT length(hx_patch('{"a": "x"}',
+  (SELECT jsonb_agg(jsonb_build_object('op', 'copy', 'from', '', 'path', '/a' || i)) FROM generate_series(1, 10) i))::text);
+
+-- A cancel or statement_timeout lands inside a long op list: 20,000
+-- copies of a 100 kB object that an earlier op unpacked, each removed
+-- again, encode gigabytes in all (and free them as they go)
+CREATE TABLE long_ops AS
+  SELECT jsonb_build_object('big', (SELECT jsonb_object_agg('k' || i, repeat('v', 20)) FROM generate_series(1, 4000) i)) AS doc,
+         '[{"op": "add", "path": "/big/x", "value": 1}]'::jsonb ||
+         (SELECT jsonb_agg(o) FROM generate_series(1, 20000) i,
+                 LATERAL (VALUES (jsonb_build_object('op', 'copy', 'from', '/big', 'path', '/tmp')),
+                                 ('{"op": "remove", "path": "/tmp"}'::jsonb)) v(o)) AS ops;
+-- (terse: the context says which operation was running, which varies)
+\set VERBOSITY terse
+SET statement_timeout = '100ms';
+SELECT hx_merge(doc, ops) IS NOT NULL FROM long_ops;
+SELECT hx_patch(doc, ops) IS NOT NULL FROM long_ops;
+RESET statement_timeout;
+\set VERBOSITY default
+DROP TABLE long_ops;

@@ -7,6 +7,7 @@
 // rebuilt equals the row.  Run it with `bash demo/run`.
 const pg = require('pg');
 const { HxStream } = require('../client');
+const { canonical } = require('../test/js/helpers');
 
 const SESSION = 's-42';
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -170,20 +171,12 @@ async function main() {
     `SELECT s.phase, s.project_id, s.state, (SELECT max(seq) FROM hx_event WHERE stream = 'sessions:' || s.session_id) AS seq
        FROM sessions s WHERE session_id = $1`, [SESSION]);
   for (let i = 0; i < 40 && viewer.seq < Number(row.seq); i++) await sleep(100);
-  const same = JSON.stringify(canonical(viewer.state)) === JSON.stringify(canonical(row.state));
+  const same = canonical(viewer.state) === canonical(row.state);
   console.log(`  row: phase ${row.phase}, project ${row.project_id}, last seq ${row.seq}`);
   console.log(`  viewer: seq ${viewer.seq}, state ${same ? 'equals' : 'DIFFERS FROM'} the row`);
   await viewer.stop();
   await db.end();
   if (!same || viewer.seq !== Number(row.seq) || !err) process.exitCode = 1;
-}
-
-function canonical(v) {
-  if (Array.isArray(v)) return v.map(canonical);
-  if (v && typeof v === 'object') {
-    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical(v[k])]));
-  }
-  return v;
 }
 
 main().catch((err) => {

@@ -5,7 +5,7 @@
 // seq; the stream's end (DELETE, key change) and a later re-insert.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const h = require('./helpers');
+const h = require('../../test/js/helpers');
 
 const DB = 'hx_client_follow';
 

@@ -5,7 +5,7 @@
 // or more) resolved from the log.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const h = require('./helpers');
+const h = require('../../test/js/helpers');
 
 const DB = 'hx_client_gaps';
 

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const http = require('node:http');
 const { createGateway } = require('../examples/sse-gateway');
 const { applyEvent } = require('..');
-const h = require('./helpers');
+const h = require('../../test/js/helpers');
 
 const DB = 'hx_client_gateway';
 

@@ -7,7 +7,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const path = require('node:path');
-const h = require('./helpers');
+const h = require('../../test/js/helpers');
 
 const DB = 'hx_client_reconnect';
 

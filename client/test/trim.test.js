@@ -5,7 +5,7 @@
 // stream's log a contiguous run of seqs ending at the last one.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const h = require('./helpers');
+const h = require('../../test/js/helpers');
 
 const DB = 'hx_client_trim';
 

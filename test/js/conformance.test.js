@@ -10,7 +10,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { freshDatabase } = require('./db');
+const { freshDatabase } = require('./helpers');
 
 const sources = [
   ['npm json-patch-test-suite', path.dirname(require.resolve('json-patch-test-suite/package.json'))],

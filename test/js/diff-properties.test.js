@@ -11,7 +11,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const jsonpatch = require('fast-json-patch');
-const { freshDatabase } = require('./db');
+const { freshDatabase } = require('./helpers');
 const gen = require('./gen');
 
 const PAIRS = 10000;

@@ -10,7 +10,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { freshDatabase } = require('./db');
+const { freshDatabase } = require('./helpers');
 
 const top = path.resolve(__dirname, '../..');
 const readme = fs.readFileSync(path.join(top, 'README.md'), 'utf8');

@@ -4,24 +4,7 @@
 // through jsonb and JavaScript exactly, and mutations of a document
 // (changed leaves, new and removed members, arrays that grow, shrink and
 // reorder, type changes, root changes).
-
-function rng(seed) {
-  // mulberry32
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    int: (n) => Math.floor(next() * n),
-    pick: (xs) => xs[Math.floor(next() * xs.length)],
-    chance: (p) => next() < p,
-  };
-}
+const { rng } = require('./helpers');
 
 const KEYS = ['a', 'b', 'id', 'name', 'items', '', '~', '/', 'a/b', 'm~n', '~1', '~0', '0', '-',
   'ключ', '键', 'é', 'emoji😀', 'with space', 'quote"d', 'back\\slash', 'tab\t', 'x'.repeat(40)];

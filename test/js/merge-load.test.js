@@ -6,7 +6,7 @@
 // each exactly once, and the counter is 8,000.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { freshDatabase, connect } = require('./db');
+const { freshDatabase, connect } = require('./helpers');
 
 const WRITERS = 16;
 const WRITES = 500;

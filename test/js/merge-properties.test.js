@@ -12,7 +12,7 @@
 // distinct keys all land, deletes and merges of distinct members all hold.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { freshDatabase } = require('./db');
+const { freshDatabase, canonical } = require('./helpers');
 const gen = require('./gen');
 
 const PAIRS = 10000;
@@ -101,15 +101,8 @@ function writes(r, w, b) {
   return ops;
 }
 
-function canon(v) {
-  if (Array.isArray(v)) return '[' + v.map(canon).join(',') + ']';
-  if (v !== null && typeof v === 'object')
-    return '{' + Object.keys(v).sort().map((k) => JSON.stringify(k) + ':' + canon(v[k])).join(',') + '}';
-  return JSON.stringify(v);
-}
-
 function same(a, b) {
-  return canon(a) === canon(b);
+  return canonical(a) === canonical(b);
 }
 
 // RFC 7386, section 2
@@ -160,9 +153,9 @@ function model(b, lists) {
 // Order-insensitive view: appended items and set members in any order
 function unordered(s) {
   const u = JSON.parse(JSON.stringify(s));
-  for (const area of ['lists', 'sets']) for (const k of Object.keys(u[area])) u[area][k] = u[area][k].map(canon).sort();
-  for (const k of Object.keys(u.keyed)) u.keyed[k] = u.keyed[k].map(canon).sort();
-  return canon(u);
+  for (const area of ['lists', 'sets']) for (const k of Object.keys(u[area])) u[area][k] = u[area][k].map(canonical).sort();
+  for (const k of Object.keys(u.keyed)) u.keyed[k] = u.keyed[k].map(canonical).sort();
+  return canonical(u);
 }
 
 test(`composition law over ${PAIRS} random pairs of op lists`, async () => {
@@ -186,8 +179,8 @@ test(`composition law over ${PAIRS} random pairs of op lists`, async () => {
       assert.equal(unordered(row.r12), unordered(row.r21), where);
       assert.deepStrictEqual(row.r12.counters, row.r21.counters, where);
       // and exactly what the ops mean, in the order applied
-      assert.equal(canon(row.r12), canon(model(b, [w1, w2])), `W1 then W2, ${where}`);
-      assert.equal(canon(row.r21), canon(model(b, [w2, w1])), `W2 then W1, ${where}`);
+      assert.equal(canonical(row.r12), canonical(model(b, [w1, w2])), `W1 then W2, ${where}`);
+      assert.equal(canonical(row.r21), canonical(model(b, [w2, w1])), `W2 then W1, ${where}`);
       checked++;
     }
   }

@@ -9,11 +9,10 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const schemas = require('@ag-ui/core/schemas');
-const { freshDatabase, connect } = require('./db');
+const { freshDatabase, connect, waitFor, streamTable: createStreamTable } = require('./helpers');
 const { HxStream, applyEvent } = require('../../client');
 
 const DB = 'hx_stream_agui';
-const PATIENCE_MS = 30000; // deadlock guard for waits, not a timing assertion
 const TYPE_SCHEMAS = {
   STATE_SNAPSHOT: schemas.StateSnapshotEventSchema,
   STATE_DELTA: schemas.StateDeltaEventSchema,
@@ -26,21 +25,6 @@ before(async () => {
   db = await freshDatabase(DB);
 });
 after(async () => { await db.end(); });
-
-async function waitFor(check, what) {
-  const deadline = Date.now() + PATIENCE_MS;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-async function streamTable(table, ...options) {
-  const args = ['state', 'session_id', ...options].map((a) => `'${a}'`).join(', ');
-  await db.query(`CREATE TABLE ${table} (session_id text PRIMARY KEY, state jsonb)`);
-  await db.query(`CREATE TRIGGER hx AFTER INSERT OR UPDATE OR DELETE ON ${table}
-                  FOR EACH ROW EXECUTE FUNCTION hx_stream(${args})`);
-}
 
 /** A connection LISTENing on the channels of streams; collects payloads. */
 async function watch(streams) {
@@ -83,7 +67,7 @@ function assertAgui(event, stream, seq, startedAt) {
 
 test('every logged and every notified event is a valid AG-UI event', async () => {
   const startedAt = Date.now();
-  await streamTable('sessions');
+  await createStreamTable(db, 'sessions');
   const streams = ['sessions:v-1', 'sessions:v-2', 'sessions:v-3'];
   const watcher = await watch(streams);
   try {
@@ -179,7 +163,7 @@ test('every logged and every notified event is a valid AG-UI event', async () =>
 });
 
 test('an event of 7999 bytes is sent whole, one of 8000 as a reference', async () => {
-  await streamTable('edge');
+  await createStreamTable(db, 'edge');
   const watcher = await watch(['edge:e-1']);
   try {
     await db.query(`INSERT INTO edge VALUES ('e-1', '{"s": ""}')`); // seq 1
@@ -204,7 +188,7 @@ test('an event of 7999 bytes is sent whole, one of 8000 as a reference', async (
 });
 
 test('payload=ref never puts state in a payload', async () => {
-  await streamTable('secrets', 'payload=ref', 'stream=vault');
+  await createStreamTable(db, 'secrets', 'payload=ref', 'stream=vault');
   const streams = ['vault:k-1', 'vault:k-2'];
   const watcher = await watch(streams);
   try {
@@ -239,7 +223,7 @@ test('payload=ref never puts state in a payload', async () => {
 });
 
 test('above hxstate.notify_queue_threshold nothing is notified, and the polling client loses no event', async () => {
-  await streamTable('busy');
+  await createStreamTable(db, 'busy');
   await db.query(`INSERT INTO busy VALUES ('q-1', '{"n": 0, "l": []}')`);
   const truth = new Map([[1, { n: 0, l: [] }]]);
 

@@ -21,7 +21,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const { freshDatabase, connect } = require('./db');
+const { freshDatabase, connect, rng, canonical, waitFor: waitForOrFail } = require('./helpers');
 const { HxStream } = require('../../client');
 
 const DB = 'hx_stream_e2e';
@@ -32,27 +32,7 @@ const KILL_AT = [900, 1500];    // commits before each kill
 const STREAM = 'sessions:s-1';
 const APP = 'hx-e2e-client';
 const PATIENCE_MS = 60000;      // deadlock guard for waits, not a timing assertion
-
-// mulberry32: a small seeded PRNG, so that a failing run can be replayed
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** JSON with object keys sorted: equal text iff deep-equal JSON values. */
-function canonical(v) {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  if (v !== null && typeof v === 'object') {
-    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v);
-}
+const waitFor = (check, what) => waitForOrFail(check, what, PATIENCE_MS);
 
 function digest(state) {
   return crypto.createHash('sha1').update(canonical(state)).digest('hex');
@@ -109,21 +89,6 @@ before(async () => {
 });
 after(async () => { await db.end(); });
 
-function waitFor(check, what) {
-  const deadline = Date.now() + PATIENCE_MS;
-  return new Promise((resolve, reject) => {
-    const tick = async () => {
-      try {
-        if (await check()) return resolve();
-        if (Date.now() > deadline) return reject(new Error(`gave up waiting for ${what}`));
-        setTimeout(tick, 10);
-      } catch (err) {
-        reject(err);
-      }
-    };
-    tick();
-  });
-}
 
 test(`${WRITERS} writers x ${WRITES} random writes, followed through a late start and two kills`, async (t) => {
   const seed = Number(process.env.HX_SEED || crypto.randomInt(2 ** 31));
@@ -159,7 +124,7 @@ test(`${WRITERS} writers x ${WRITES} random writes, followed through a late star
   let kills = 0;
   try {
     const writing = Promise.all(writers.map(async (c, w) => {
-      const rand = prng(seed * 31 + w);
+      const rand = rng(seed * 31 + w).next;
       for (let i = 0; i < WRITES; i++) {
         const ops = randomWrite(rand, w, i);
         await c.query('BEGIN');

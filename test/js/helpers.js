@@ -1,14 +1,50 @@
 'use strict';
-// Shared by the client's tests (not a test file itself: node --test runs
-// client/test/*.test.js).  The databases come from test/js/db.js: each test
-// file works in a database of its own, in the cluster that test/run starts.
-const { freshDatabase, connect } = require('../../test/js/db');
-const { HxStream } = require('..');
+// What the Node tests share (not a test file itself: node --test runs
+// test/js/*.test.js and client/test/*.test.js):
+//   - databases: each test file works in a database of its own, in the
+//     cluster that test/run starts (test/lib/cluster.sh sets PGHOST,
+//     PGPORT, PGUSER and PGDATABASE), so files can run in parallel;
+//   - waiting: waitFor() with a deadlock guard, never a timing assertion;
+//   - streams: tables with an hx_stream trigger, writes, the log, and
+//     followers that record what they hand out;
+//   - a seeded PRNG, so that a failing run can be replayed, and canonical
+//     JSON, so that values compare as JSON whatever their key order.
+const { Client } = require('pg');
+const { HxStream } = require('../../client');
 
 // How long waitFor() waits for something that must happen before it calls
 // the test a failure.  A deadlock guard, not a timing assertion: nothing in
 // these tests takes more than a fraction of it.
 const PATIENCE_MS = 30000;
+
+// ---------------------------------------------------------------------
+// Databases
+// ---------------------------------------------------------------------
+
+/** A new, empty database with hxstate; a connection to it. */
+async function freshDatabase(name) {
+  const admin = new Client({ database: 'postgres' });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const client = await connect(name);
+  await client.query('CREATE EXTENSION hxstate');
+  return client;
+}
+
+async function connect(name, options = {}) {
+  const client = new Client({ database: name, ...options });
+  await client.connect();
+  return client;
+}
+
+// ---------------------------------------------------------------------
+// Waiting
+// ---------------------------------------------------------------------
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -23,6 +59,10 @@ async function waitFor(check, what, patience = PATIENCE_MS) {
     await sleep(10);
   }
 }
+
+// ---------------------------------------------------------------------
+// Streams
+// ---------------------------------------------------------------------
 
 /** A table with an hx_stream trigger (options appended to the trigger's). */
 async function streamTable(db, table, ...options) {
@@ -110,7 +150,38 @@ async function backendPids(db, appName) {
   return rows.map((r) => r.pid);
 }
 
+// ---------------------------------------------------------------------
+// Randomness and comparison
+// ---------------------------------------------------------------------
+
+/** A seeded PRNG (mulberry32) with the helpers the generators use. */
+function rng(seed) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    int: (n) => Math.floor(next() * n),
+    pick: (xs) => xs[Math.floor(next() * xs.length)],
+    chance: (p) => next() < p,
+  };
+}
+
+/** JSON with object keys sorted: equal text iff deep-equal JSON values. */
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
 module.exports = {
-  freshDatabase, connect, HxStream, PATIENCE_MS, sleep, waitFor, streamTable, setTrigger, merge,
-  rowState, lastSeq, loggedEvents, follow, seqs, range, killBackends, backendPids,
+  PATIENCE_MS, freshDatabase, connect, HxStream, sleep, waitFor, streamTable, setTrigger, merge,
+  rowState, lastSeq, loggedEvents, follow, seqs, range, killBackends, backendPids, rng, canonical,
 };

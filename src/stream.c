@@ -58,6 +58,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
@@ -920,4 +921,125 @@ hx_stream_snapshot(PG_FUNCTION_ARGS)
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(resultdesc),
 													  result, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(hx_stream_snapshots);
+
+/*
+ * hx_stream_snapshots(source regclass, keys text[]) -> SETOF (key, stream,
+ * seq, state): hx_stream_snapshot() of many keys of one table, in one
+ * statement and so in one snapshot, with one query: what a process that
+ * follows thousands of streams needs when it starts or resyncs many of
+ * them at once.  A key whose row does not exist gives a NULL state; a NULL
+ * key gives no row.
+ */
+Datum
+hx_stream_snapshots(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	ArrayType  *keys = PG_GETARG_ARRAYTYPE_P(1);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	rel;
+	StreamArgs *args;
+	Datum	   *keytexts;
+	bool	   *keynulls;
+	int			nkeys;
+	Datum	   *streams;
+	Datum	   *keyvalues;
+	char	  **keystrings;
+	int			n = 0;
+	Oid			typinput;
+	Oid			typioparam;
+	Oid			arraytype;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Oid			argtypes[2];
+	Datum		values[2];
+	const char *nsp;
+	char	   *query;
+	MemoryContext callcxt = CurrentMemoryContext;
+	uint64		i;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	rel = table_open(relid, AccessShareLock);
+	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
+	arraytype = get_array_type(args->key_typid);
+	if (!OidIsValid(arraytype))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("type %s has no array type", format_type_be(args->key_typid))));
+
+	/* each key as its type reads and prints it, as the trigger names streams */
+	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT,
+					  &keytexts, &keynulls, &nkeys);
+	getTypeInputInfo(args->key_typid, &typinput, &typioparam);
+	streams = palloc(sizeof(Datum) * Max(nkeys, 1));
+	keyvalues = palloc(sizeof(Datum) * Max(nkeys, 1));
+	keystrings = palloc(sizeof(char *) * Max(nkeys, 1));
+	for (i = 0; i < (uint64) nkeys; i++)
+	{
+		if (keynulls[i])
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		keystrings[n] = TextDatumGetCString(keytexts[i]);
+		keyvalues[n] = OidInputFunctionCall(typinput, keystrings[n], typioparam, -1);
+		streams[n] = CStringGetTextDatum(psprintf("%s:%s", args->prefix,
+												  OidOutputFunctionCall(args->key_typoutput,
+																		keyvalues[n])));
+		n++;
+	}
+	get_typlenbyvalalign(args->key_typid, &typlen, &typbyval, &typalign);
+	values[0] = PointerGetDatum(construct_array(streams, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[1] = PointerGetDatum(construct_array(keyvalues, n, args->key_typid,
+												typlen, typbyval, typalign));
+	argtypes[0] = TEXTARRAYOID;
+	argtypes[1] = arraytype;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	nsp = quote_identifier(get_namespace_name(hx_extension_namespace()));
+	query = psprintf("SELECT u.ord,"
+					 "       (SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
+					 "         WHERE e.stream OPERATOR(pg_catalog.=) u.stream),"
+					 "       (SELECT t.%s FROM %s.%s t WHERE t.%s %s u.key)"
+					 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
+					 "       WITH ORDINALITY u(stream, key, ord)",
+					 nsp,
+					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->state_attnum - 1)->attname)),
+					 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
+					 quote_identifier(RelationGetRelationName(rel)),
+					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->key_attnum - 1)->attname)),
+					 equality_operator(args->key_typid));
+
+	/* one statement, one snapshot: the states and the seqs that match */
+	if (SPI_execute_with_args(query, 2, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the streams of relation \"%s\"",
+			 RelationGetRelationName(rel));
+
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		ord = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		Datum		seq = SPI_getbinval(tup, desc, 2, &isnull);
+		Datum		result[4];
+		bool		nulls[4] = {false, false, false, false};
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		oldcxt = MemoryContextSwitchTo(callcxt);
+		result[0] = CStringGetTextDatum(keystrings[ord - 1]);
+		result[1] = streams[ord - 1];
+		result[2] = Int64GetDatum(isnull ? 0 : DatumGetInt64(seq));
+		result[3] = SPI_getbinval(tup, desc, 3, &nulls[3]);
+		MemoryContextSwitchTo(oldcxt);
+		/* the tuplestore copies the values */
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, result, nulls);
+	}
+	SPI_finish();
+	table_close(rel, AccessShareLock);
+	return (Datum) 0;
 }

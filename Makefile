@@ -8,6 +8,7 @@ OBJS = \
 	src/diff.o \
 	src/encode.o \
 	src/equal.o \
+	src/eventlog.o \
 	src/guard.o \
 	src/hxstate.o \
 	src/merge.o \

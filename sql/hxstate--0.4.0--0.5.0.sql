@@ -89,3 +89,155 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_publication(pg_catalog.name)
 IS 'create (if missing) the publication of the event log that followers decode from the WAL';
+
+--
+-- The event log becomes a ring of eight daily partitions, hx_event_0 ..
+-- hx_event_7, by the day of created_at (days since the Unix epoch modulo
+-- 8; computed from an interval, as the partition key must be immutable and
+-- EXTRACT of a timestamptz depends on the time zone), so that hx_stream_trim drops whole days with TRUNCATE: no lock that
+-- stops writers (they write today's partition), no dead rows to vacuum, the
+-- space returned at once.  Each partition has its primary key (stream,
+-- seq); the trigger finds a stream's last seq through them.  The existing
+-- log is carried over, with its grants and row-level security policies.
+--
+ALTER TABLE @extschema@.hx_event RENAME TO hx_event_0_4;
+
+CREATE TABLE @extschema@.hx_event (
+    stream     text        NOT NULL,
+    seq        bigint      NOT NULL CONSTRAINT hx_event_seq_check CHECK (seq > 0),
+    type       text        NOT NULL,
+    event      jsonb       NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+) PARTITION BY LIST ((((pg_catalog.floor(EXTRACT(epoch FROM created_at OPERATOR(pg_catalog.-)
+                                                            '1970-01-01 00:00:00+00'::timestamptz)
+                                       / 86400))::bigint % 8 + 8) % 8));
+
+COMMENT ON TABLE @extschema@.hx_event
+IS 'the AG-UI events of every hx_stream stream, by stream and seq, in eight daily partitions';
+
+DO $$
+BEGIN
+    FOR b IN 0 .. 7 LOOP
+        EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.hx_event FOR VALUES IN (%s)',
+                       '@extschema@', 'hx_event_' || b, '@extschema@', b);
+        EXECUTE format('ALTER TABLE %I.%I ADD PRIMARY KEY (stream, seq)',
+                       '@extschema@', 'hx_event_' || b);
+        EXECUTE format('COMMENT ON TABLE %I.%I IS %L', '@extschema@', 'hx_event_' || b,
+                       'the events of days ' || b || ' modulo 8 of the hx_event ring');
+        PERFORM pg_catalog.pg_extension_config_dump(format('%I.%I', '@extschema@', 'hx_event_' || b)::regclass, '');
+    END LOOP;
+END
+$$;
+
+INSERT INTO @extschema@.hx_event (stream, seq, type, event, created_at)
+SELECT stream, seq, type, event, created_at FROM @extschema@.hx_event_0_4;
+
+-- privileges and row-level security move to the new table
+REVOKE ALL ON @extschema@.hx_event FROM PUBLIC;
+DO $$
+DECLARE
+    old oid := '@extschema@.hx_event_0_4'::regclass;
+    g record;
+    p record;
+BEGIN
+    FOR g IN SELECT a.grantee, a.privilege_type, a.is_grantable
+               FROM pg_class c, aclexplode(c.relacl) a
+              WHERE c.oid = old AND a.grantee <> c.relowner LOOP
+        EXECUTE format('GRANT %s ON %I.hx_event TO %s%s', g.privilege_type, '@extschema@',
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
+                       CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+    FOR p IN SELECT pol.polname, pol.polpermissive, pol.polcmd, pol.polroles,
+                    pg_get_expr(pol.polqual, pol.polrelid) AS qual,
+                    pg_get_expr(pol.polwithcheck, pol.polrelid) AS withcheck
+               FROM pg_policy pol WHERE pol.polrelid = old LOOP
+        EXECUTE format('CREATE POLICY %I ON %I.hx_event AS %s FOR %s TO %s%s%s',
+                       p.polname, '@extschema@',
+                       CASE WHEN p.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
+                       CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE'
+                                     WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+                       (SELECT string_agg(CASE WHEN r = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(r)) END, ', ')
+                          FROM unnest(p.polroles) r),
+                       CASE WHEN p.qual IS NOT NULL THEN ' USING (' || p.qual || ')' ELSE '' END,
+                       CASE WHEN p.withcheck IS NOT NULL THEN ' WITH CHECK (' || p.withcheck || ')' ELSE '' END);
+    END LOOP;
+    IF (SELECT relrowsecurity FROM pg_class WHERE oid = old) THEN
+        EXECUTE format('ALTER TABLE %I.hx_event ENABLE ROW LEVEL SECURITY', '@extschema@');
+    END IF;
+    IF (SELECT relforcerowsecurity FROM pg_class WHERE oid = old) THEN
+        EXECUTE format('ALTER TABLE %I.hx_event FORCE ROW LEVEL SECURITY', '@extschema@');
+    END IF;
+END
+$$;
+
+ALTER EXTENSION hxstate DROP TABLE @extschema@.hx_event_0_4;
+DROP TABLE @extschema@.hx_event_0_4;
+
+--
+-- Trimming: whole days by TRUNCATE, the rest by DELETE.  Per stream,
+-- everything up to its last event older than the cutoff goes, so that
+-- what stays is a contiguous tail of the stream; its last event always
+-- stays, since it carries the stream's seq.  A partition whose every day
+-- is older than the cutoff is emptied at once: first the last event of
+-- each stream that has none later is copied into today's partition (with
+-- created_at now), then TRUNCATE.  Rows older than the cutoff in the
+-- partition of the cutoff's own day are deleted row by row, as are those
+-- of one stream when only_stream is given.
+--
+CREATE OR REPLACE FUNCTION @extschema@.hx_stream_trim(older_than pg_catalog.interval,
+                                                      only_stream pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cutoff timestamptz := now() - older_than;
+    today bigint := floor(EXTRACT(epoch FROM now()) / 86400)::bigint;
+    cutoff_day bigint := floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint;
+    newest bigint;
+    part text;
+    n bigint;
+    carried bigint;
+    trimmed bigint := 0;
+BEGIN
+    IF older_than IS NULL THEN
+        RETURN 0;
+    END IF;
+    IF only_stream IS NULL THEN
+        FOR b IN 0 .. 7 LOOP
+            -- the newest day this partition can hold: the last day, up to
+            -- today, that is b modulo 8
+            newest := today - (((today - b) % 8 + 8) % 8);
+            CONTINUE WHEN newest >= cutoff_day;
+            part := format('%I.%I', '@extschema@', 'hx_event_' || b);
+            EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
+            CONTINUE WHEN n = 0;
+            EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event)
+                            SELECT e.stream, e.seq, e.type, e.event FROM %s e
+                             WHERE NOT EXISTS (SELECT 1 FROM %I.hx_event x
+                                                WHERE x.stream = e.stream AND x.seq > e.seq)',
+                           '@extschema@', part, '@extschema@');
+            GET DIAGNOSTICS carried = ROW_COUNT;
+            EXECUTE format('TRUNCATE %s', part);
+            trimmed := trimmed + n - carried;
+        END LOOP;
+    END IF;
+
+    WITH cut AS (
+        SELECT e.stream, max(e.seq) AS upto
+          FROM @extschema@.hx_event e
+         WHERE e.created_at < cutoff
+           AND (only_stream IS NULL OR e.stream = only_stream)
+         GROUP BY e.stream),
+    deleted AS (
+        DELETE FROM @extschema@.hx_event e
+         USING cut
+         WHERE e.stream = cut.stream
+           AND e.seq <= cut.upto
+           AND e.seq < (SELECT max(x.seq) FROM @extschema@.hx_event x
+                         WHERE x.stream = e.stream)
+        RETURNING 1)
+    SELECT trimmed + count(*) INTO trimmed FROM deleted;
+    RETURN trimmed;
+END
+$$;

@@ -242,3 +242,33 @@ CREATE TRIGGER hx_root AFTER INSERT OR UPDATE OR DELETE ON lt_a
 SELECT err($$INSERT INTO lt VALUES (2, '{}')$$);
 DROP TABLE pt, lt;
 DELETE FROM hx_event;
+
+-- The log is a ring of eight daily partitions: an event goes to the one of
+-- its day.  Trimming whole days empties their partitions with TRUNCATE,
+-- after copying into today's the last event of each stream that has none
+-- later, so every stream keeps its last event and its seq goes on.
+CREATE TABLE ring (id int PRIMARY KEY, state jsonb);
+CREATE TRIGGER hx AFTER INSERT OR UPDATE OR DELETE ON ring
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id');
+INSERT INTO ring VALUES (1, '{"n": 0}'), (2, '{"n": 0}'), (3, '{"n": 0}');
+UPDATE ring SET state = '{"n": 1}';
+UPDATE ring SET state = '{"n": 2}' WHERE id IN (1, 3);
+-- age the events: ring:1 six days old, ring:2 three, ring:3 ten (the ring
+-- has wrapped: its partition is also the one of two days ago)
+UPDATE hx_event SET created_at = created_at - interval '6 days' WHERE stream = 'ring:1';
+UPDATE hx_event SET created_at = created_at - interval '3 days' WHERE stream = 'ring:2';
+UPDATE hx_event SET created_at = created_at - interval '10 days' WHERE stream = 'ring:3';
+SELECT hx_stream_trim('5 days') AS trimmed;
+-- ring:1's partition was emptied, its last event (seq 3) copied into
+-- today's; ring:3's old events went by DELETE, its last one stayed in
+-- place; ring:2 is untouched
+SELECT stream, seq, type, created_at > now() - interval '1 hour' AS carried
+  FROM hx_event WHERE stream LIKE 'ring:%' ORDER BY stream, seq;
+UPDATE ring SET state = '{"n": 3}' WHERE id IN (1, 3);
+SELECT stream, seq, type FROM hx_event WHERE stream IN ('ring:1', 'ring:3') ORDER BY stream, seq;
+SELECT * FROM hx_stream_snapshot('ring', '1');
+-- whatever the cutoff, each stream keeps its last event
+SELECT hx_stream_trim('0 seconds') AS trimmed;
+SELECT stream, seq FROM hx_event WHERE stream LIKE 'ring:%' ORDER BY stream, seq;
+DROP TABLE ring;
+DELETE FROM hx_event;

@@ -76,6 +76,7 @@
 #include "utils/typcache.h"
 
 #include "diff.h"
+#include "eventlog.h"
 #include "pointer.h"
 #include "trigger.h"
 
@@ -106,23 +107,6 @@ typedef struct StreamArgs
 	char	   *prefix;			/* streams are "<prefix>:<key>" */
 } StreamArgs;
 
-/*
- * The log's INSERT, prepared once per backend.  A relcache invalidation of
- * hx_event (the extension dropped, say) marks it stale; it is replaced on
- * next use, never freed from inside the callback, which may run while it
- * executes.
- */
-static SPIPlanPtr insert_plan = NULL;
-static Oid	event_relid = InvalidOid;
-static bool plans_stale = false;
-
-static void
-stream_relcache_callback(Datum arg, Oid relid)
-{
-	if (relid == InvalidOid || relid == event_relid)
-		plans_stale = true;
-}
-
 void
 hx_stream_init(void)
 {
@@ -136,7 +120,7 @@ hx_stream_init(void)
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("hxstate");
-	CacheRegisterRelcacheCallback(stream_relcache_callback, (Datum) 0);
+	hx_log_init();
 }
 
 /* ---------------------------------------------------------------------
@@ -355,104 +339,6 @@ row_stream(StreamArgs *args, HeapTuple tuple, TupleDesc desc)
 }
 
 /* ---------------------------------------------------------------------
- * The event log
- * ---------------------------------------------------------------------
- */
-
-/* Prepare the log's INSERT once per backend (under SPI) */
-static void
-prepare_plans(void)
-{
-	Oid			nspoid;
-	Oid			instypes[4] = {TEXTOID, INT8OID, TEXTOID, JSONBOID};
-	SPIPlanPtr	plan;
-
-	if (insert_plan && !plans_stale)
-		return;
-	if (insert_plan)
-		SPI_freeplan(insert_plan);
-	insert_plan = NULL;
-	plans_stale = false;
-	nspoid = hx_extension_namespace();
-	event_relid = get_relname_relid("hx_event", nspoid);
-
-	/* every name qualified: this runs as the table owner, any search_path */
-	plan = SPI_prepare(psprintf("INSERT INTO %s.hx_event (stream, seq, type, event)"
-								" VALUES ($1, $2, $3, $4)",
-								quote_identifier(get_namespace_name(nspoid))),
-					   4, instypes);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	insert_plan = plan;
-}
-
-/*
- * The stream's next seq: its last seq plus one, read straight from the
- * log's primary key (stream, seq), backwards, so that neither row-level
- * security nor the table owner's privileges can hide an event.  Read with
- * the latest snapshot, whatever the isolation level, so that the events of
- * every committed transaction count; the stream's writers are serialised
- * by the row lock (or, for a new row, by the key's unique index), so
- * nothing can commit in between.
- */
-static int64
-next_seq(const char *stream)
-{
-	Relation	heap;
-	Relation	index;
-	Snapshot	snapshot;
-	TupleTableSlot *slot;
-	IndexScanDesc scan;
-	ScanKeyData key;
-	int64		seq = 1;
-
-	/*
-	 * An event logged earlier in this statement (say, the end of a row's
-	 * stream before a new row with its key starts it again) is visible: the
-	 * SPI INSERT that logged it advanced the command counter after itself.
-	 */
-	heap = table_open(event_relid, AccessShareLock);
-	index = index_open(RelationGetPrimaryKeyIndex(heap), AccessShareLock);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	slot = table_slot_create(heap, NULL);
-
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ,
-				CStringGetTextDatum(stream));
-	key.sk_collation = index->rd_indcollation[0];
-	scan = index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	if (index_getnext_slot(scan, BackwardScanDirection, slot))
-	{
-		bool		isnull;
-		Datum		last = slot_getattr(slot, index->rd_index->indkey.values[1],
-										&isnull);
-
-		seq = DatumGetInt64(last) + 1;
-	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
-	index_close(index, AccessShareLock);
-	table_close(heap, AccessShareLock);
-	return seq;
-}
-
-static void
-log_event(const char *stream, int64 seq, const char *type, Jsonb *event)
-{
-	Datum		values[4];
-
-	values[0] = CStringGetTextDatum(stream);
-	values[1] = Int64GetDatum(seq);
-	values[2] = CStringGetTextDatum(type);
-	values[3] = JsonbPGetDatum(event);
-	if (SPI_execute_plan(insert_plan, values, NULL, false, 1) != SPI_OK_INSERT)
-		elog(ERROR, "could not log event %lld of stream \"%s\"",
-			 (long long) seq, stream);
-}
-
-/* ---------------------------------------------------------------------
  * Events
  * ---------------------------------------------------------------------
  */
@@ -554,10 +440,10 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 static void
 emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
 {
-	int64		seq = next_seq(stream);
+	int64		seq = hx_log_next_seq(stream);
 	Jsonb	   *event = build_event(type, body, stream, seq);
 
-	log_event(stream, seq, type, event);
+	hx_log_insert(stream, seq, type, event);
 	notify_event(args, stream, seq, type, event);
 }
 
@@ -672,6 +558,7 @@ static void
 check_log_privileges(Relation rel)
 {
 	Oid			owner = rel->rd_rel->relowner;
+	Oid			event_relid = hx_log_relid();
 
 	if (pg_class_aclcheck(event_relid, owner, ACL_INSERT) != ACLCHECK_OK)
 		ereport(ERROR,
@@ -720,7 +607,7 @@ hx_stream(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	prepare_plans();
+	hx_log_prepare();
 	check_log_privileges(rel);
 
 	/* write the log as the table's owner; an error restores the user */

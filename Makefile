@@ -10,12 +10,14 @@ OBJS = \
 	src/equal.o \
 	src/eventlog.o \
 	src/guard.o \
+	src/history.o \
 	src/hxstate.o \
 	src/merge.o \
 	src/ops.o \
 	src/patch.o \
 	src/phase.o \
 	src/pointer.o \
+	src/step.o \
 	src/stream.o \
 	src/tree.o \
 	src/trigger.o

@@ -241,3 +241,143 @@ BEGIN
     RETURN trimmed;
 END
 $$;
+
+--
+-- Exactly-once step writes.  Runtimes deliver a tool call's writes at
+-- least once (activity retries, resends on a timeout); staging them per
+-- call of a step, and promoting the step once, makes each write land once,
+-- in the model's tool-call order instead of commit order.
+--
+CREATE FUNCTION @extschema@.hx_check_writes(writes pg_catalog.jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hx_check_writes'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.hx_check_writes(pg_catalog.jsonb)
+IS 'raise the error hx_merge would raise for writes whatever the state (malformed op list, op, member or pointer)';
+
+CREATE TABLE @extschema@.hx_step (
+    stream          text        NOT NULL,
+    step            text        NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    promoted_at     timestamptz,
+    promoted_calls  text[],
+    promoted_writes jsonb,
+    PRIMARY KEY (stream, step)
+);
+
+COMMENT ON TABLE @extschema@.hx_step
+IS 'the steps that tool calls staged writes for, and what each promoted';
+
+CREATE TABLE @extschema@.hx_step_call (
+    stream    text        NOT NULL,
+    step      text        NOT NULL,
+    call      text        NOT NULL,
+    ord       integer,
+    writes    jsonb       NOT NULL,
+    staged_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    PRIMARY KEY (stream, step, call),
+    FOREIGN KEY (stream, step) REFERENCES @extschema@.hx_step ON DELETE CASCADE
+);
+
+COMMENT ON TABLE @extschema@.hx_step_call
+IS 'the writes each tool call staged for a step not promoted yet';
+
+-- No privileges by default, as for the event log: the runtime's role gets
+-- SELECT, INSERT, UPDATE and DELETE on both (hx_stage and hx_promote run
+-- with the caller's privileges).
+REVOKE ALL ON @extschema@.hx_step, @extschema@.hx_step_call FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_step', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_step_call', '');
+
+CREATE FUNCTION @extschema@.hx_stage(stream pg_catalog.text, step pg_catalog.text,
+                                     call pg_catalog.text, writes pg_catalog.jsonb,
+                                     ord pg_catalog.int4 DEFAULT NULL)
+RETURNS pg_catalog.bool
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    promoted timestamptz;
+    staged record;
+BEGIN
+    IF stream IS NULL OR step IS NULL OR call IS NULL OR writes IS NULL THEN
+        RAISE EXCEPTION 'stream, step, call and writes must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM @extschema@.hx_check_writes(writes);
+
+    -- the step's row: created by the first call, locked against a promote
+    INSERT INTO @extschema@.hx_step AS s (stream, step)
+    VALUES (hx_stage.stream, hx_stage.step)
+    ON CONFLICT DO NOTHING;
+    SELECT s.promoted_at INTO promoted
+      FROM @extschema@.hx_step s
+     WHERE s.stream = hx_stage.stream AND s.step = hx_stage.step
+       FOR SHARE;
+    IF promoted IS NOT NULL THEN
+        RAISE EXCEPTION 'step "%" of stream "%" was already promoted', step, stream
+            USING ERRCODE = 'XH202',
+                  DETAIL = format('It was promoted at %s; call "%s" came after.', promoted, call),
+                  HINT = 'Stage the writes under a new step.';
+    END IF;
+
+    INSERT INTO @extschema@.hx_step_call AS c (stream, step, call, ord, writes)
+    VALUES (hx_stage.stream, hx_stage.step, hx_stage.call, hx_stage.ord, hx_stage.writes)
+    ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+
+    -- staged before: a retry with equal writes is a no-op, any other is an error
+    SELECT c.writes, c.ord INTO staged
+      FROM @extschema@.hx_step_call c
+     WHERE c.stream = hx_stage.stream AND c.step = hx_stage.step AND c.call = hx_stage.call;
+    IF staged.writes = hx_stage.writes AND staged.ord IS NOT DISTINCT FROM hx_stage.ord THEN
+        RETURN false;
+    END IF;
+    RAISE EXCEPTION 'call "%" of step "%" of stream "%" was staged with other writes', call, step, stream
+        USING ERRCODE = 'XH201',
+              DETAIL = CASE WHEN staged.writes = hx_stage.writes
+                            THEN format('It was staged with ord %s, not %s.', coalesce(staged.ord::text, 'NULL'), coalesce(hx_stage.ord::text, 'NULL'))
+                            ELSE 'A retried call must stage the writes it staged before.' END,
+              HINT = 'A tool call that produced other writes is a new call: give it its own id.';
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.hx_stage(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4)
+IS 'stage a tool call''s writes for a step of a stream; true when staged, false for a retry with the same writes';
+
+CREATE FUNCTION @extschema@.hx_promote(stream pg_catalog.text, step pg_catalog.text)
+RETURNS pg_catalog.jsonb
+AS 'MODULE_PATHNAME', 'hx_promote'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_promote(pg_catalog.text, pg_catalog.text)
+IS 'a step''s staged writes, once, in tool-call order, for hx_merge in the same UPDATE; [] once promoted';
+
+CREATE FUNCTION @extschema@.hx_step_trim(older_than pg_catalog.interval)
+RETURNS pg_catalog.int8
+LANGUAGE sql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH trimmed AS (
+        DELETE FROM @extschema@.hx_step s
+         WHERE s.promoted_at < now() - $1
+        RETURNING 1)
+    SELECT count(*) FROM trimmed
+$$;
+
+COMMENT ON FUNCTION @extschema@.hx_step_trim(pg_catalog.interval)
+IS 'forget the steps promoted longer ago than an interval (a later retry of their calls would stage anew)';
+
+--
+-- History: a stream's state at any seq still in the log.
+--
+CREATE FUNCTION @extschema@.hx_stream_state_at(stream pg_catalog.text, seq pg_catalog.int8)
+RETURNS pg_catalog.jsonb
+AS 'MODULE_PATHNAME', 'hx_stream_state_at'
+LANGUAGE C STABLE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_state_at(pg_catalog.text, pg_catalog.int8)
+IS 'a stream''s state right after its event seq, rebuilt from the last snapshot before it and the deltas after';

@@ -36,6 +36,9 @@
 #define ERRCODE_HX_LOCKED				MAKE_SQLSTATE('X','H','1','0','1')
 #define ERRCODE_HX_SLOT_BUSY			MAKE_SQLSTATE('X','H','1','0','2')
 #define ERRCODE_HX_INVALID_TRANSITION	MAKE_SQLSTATE('X','H','1','0','3')
+#define ERRCODE_HX_CALL_CHANGED			MAKE_SQLSTATE('X','H','2','0','1')
+#define ERRCODE_HX_STEP_PROMOTED		MAKE_SQLSTATE('X','H','2','0','2')
+#define ERRCODE_HX_TRIMMED				MAKE_SQLSTATE('X','H','3','0','1')
 
 /* Core codes used with one meaning throughout hxstate */
 #define ERRCODE_HX_MALFORMED			ERRCODE_INVALID_PARAMETER_VALUE /* 22023 */

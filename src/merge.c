@@ -396,6 +396,25 @@ get_key(JsonbContainer *op, int *keylen)
 	return key;
 }
 
+/*
+ * An operation as read from the op list: everything it needs that does
+ * not depend on the state, checked once.  Reading an op list without
+ * applying it (hx_check_writes) is reading every op this way.
+ */
+typedef struct MergeArgs
+{
+	MergeOp		kind;
+	HxPointer	path;
+	HxPointer	from;			/* move, copy */
+	HxNode	   *value;			/* replace, merge, add, test */
+	HxNode	   *items;			/* append, union, upsert, discard: unpacked */
+	HxNode	   *keys;			/* discard by key: unpacked */
+	HxNode	  **itemkeys;		/* upsert: each item's key, or NULL */
+	const char *key;			/* upsert, discard by key */
+	int			keylen;
+	HxNode	   *by;				/* increment */
+} MergeArgs;
+
 /* What an op that failed on a type conflict was doing */
 typedef enum Verb
 {
@@ -621,14 +640,12 @@ upsert_keys(HxNode *items, const char *key, int keylen)
 }
 
 static void
-op_upsert(HxOpList *ops, MergeState *ms, Target *t, HxNode *items,
-		  JsonbContainer *op)
+op_upsert(HxOpList *ops, MergeState *ms, Target *t, MergeArgs *a)
 {
-	int			keylen;
-	const char *key = get_key(op, &keylen);
-	HxNode	  **keys = upsert_keys(items, key, keylen);
+	HxNode	   *items = a->items;
+	HxNode	  **keys = a->itemkeys;
 	HxNode	   *arr = target_array(t, V_UPSERT, true);
-	ElemSet    *set = elemset_for(ms, ops->treecxt, arr, key, keylen);
+	ElemSet    *set = elemset_for(ms, ops->treecxt, arr, a->key, a->keylen);
 	int			i;
 
 	for (i = 0; i < items->u.arr.n; i++)
@@ -659,40 +676,20 @@ op_upsert(HxOpList *ops, MergeState *ms, Target *t, HxNode *items,
  * nothing to discard, and nothing is created.
  */
 static void
-op_discard(HxOpList *ops, MergeState *ms, const HxPointer *path,
-		   JsonbContainer *op)
+op_discard(HxOpList *ops, MergeState *ms, MergeArgs *a)
 {
-	HxNode	   *items = get_items(op, false);
-	HxNode	   *keys = hx_op_get_value(op, "keys", false);
-	const char *key = NULL;
-	int			keylen = 0;
+	HxNode	   *wanted = a->items ? a->items : a->keys;
+	const char *key = a->items ? NULL : a->key;
+	int			keylen = a->items ? 0 : a->keylen;
 	Target		t;
 	HxNode	   *arr;
 	ElemSet    *set;
 	bool	   *keep;
-	HxNode	   *wanted;
 	int			i;
 
-	if ((items == NULL) == (keys == NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_HX_MALFORMED),
-				 errmsg("operation must have exactly one of the \"items\" and \"keys\" members")));
-	if (keys != NULL)
-	{
-		if (hx_node_shape(keys) != HXS_ARRAY)
-			ereport(ERROR,
-					(errcode(ERRCODE_HX_MALFORMED),
-					 errmsg("the \"keys\" member of the operation is not an array"),
-					 errdetail("It is of type %s.",
-							   hx_shape_name(hx_node_shape(keys)))));
-		hx_node_expand(keys);
-		key = get_key(op, &keylen);
-	}
-	wanted = items ? items : keys;
-
-	if (hx_lookup(ops->root, path, path->ntokens, true) == NULL)
+	if (hx_lookup(ops->root, &a->path, a->path.ntokens, true) == NULL)
 		return;
-	target_locate(&t, &ops->root, path);
+	target_locate(&t, &ops->root, &a->path);
 	arr = target_array(&t, V_DISCARD, false);
 	if (arr->u.arr.n == 0 || wanted->u.arr.n == 0)
 		return;
@@ -738,17 +735,10 @@ op_clear(Target *t)
 }
 
 static void
-op_increment(Target *t, JsonbContainer *op)
+op_increment(Target *t, HxNode *by)
 {
-	HxNode	   *by = hx_op_get_value(op, "by", true);
 	HxNode	   *cur;
 	Datum		sum;
-
-	if (hx_node_shape(by) != HXS_NUMBER)
-		ereport(ERROR,
-				(errcode(ERRCODE_HX_MALFORMED),
-				 errmsg("the \"by\" member of the operation is not a number"),
-				 errdetail("It is of type %s.", hx_shape_name(hx_node_shape(by)))));
 
 	cur = target_get(t, false);
 	if (cur == NULL)
@@ -1022,14 +1012,102 @@ op_add(HxNode **rootp, const HxPointer *path, HxNode *value)
 	hx_add_at(rootp, path, value, HX_WALK_CREATE);
 }
 
+/* The "keys" member of discard: an array, unpacked */
+static HxNode *
+get_keys(JsonbContainer *op)
+{
+	HxNode	   *keys = hx_op_get_value(op, "keys", false);
+
+	if (keys == NULL)
+		return NULL;
+	if (hx_node_shape(keys) != HXS_ARRAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_MALFORMED),
+				 errmsg("the \"keys\" member of the operation is not an array"),
+				 errdetail("It is of type %s.",
+						   hx_shape_name(hx_node_shape(keys)))));
+	hx_node_expand(keys);
+	return keys;
+}
+
+/* Read an operation into a: everything that does not need the state */
+static void
+parse_merge_op(HxOpList *ops, JsonbContainer *op, MergeArgs *a)
+{
+	memset(a, 0, sizeof(MergeArgs));
+	a->kind = (MergeOp) hx_op_name(ops, op, merge_op_names,
+								   lengthof(merge_op_names));
+	hx_op_get_pointer(ops, op, HX_PTR_PATH, &a->path);
+
+	switch (a->kind)
+	{
+		case M_APPEND:
+		case M_UNION:
+			a->items = get_items(op, true);
+			break;
+
+		case M_UPSERT:
+			a->items = get_items(op, true);
+			a->key = get_key(op, &a->keylen);
+			a->itemkeys = upsert_keys(a->items, a->key, a->keylen);
+			break;
+
+		case M_DISCARD:
+			a->items = get_items(op, false);
+			a->keys = get_keys(op);
+			if ((a->items == NULL) == (a->keys == NULL))
+				ereport(ERROR,
+						(errcode(ERRCODE_HX_MALFORMED),
+						 errmsg("operation must have exactly one of the \"items\" and \"keys\" members")));
+			if (a->keys)
+				a->key = get_key(op, &a->keylen);
+			break;
+
+		case M_INCREMENT:
+			a->by = hx_op_get_value(op, "by", true);
+			if (hx_node_shape(a->by) != HXS_NUMBER)
+				ereport(ERROR,
+						(errcode(ERRCODE_HX_MALFORMED),
+						 errmsg("the \"by\" member of the operation is not a number"),
+						 errdetail("It is of type %s.",
+								   hx_shape_name(hx_node_shape(a->by)))));
+			break;
+
+		case M_REPLACE:
+		case M_MERGE:
+		case M_ADD:
+		case M_TEST:
+			a->value = hx_op_get_value(op, "value", true);
+			break;
+
+		case M_DELETE:
+		case M_REMOVE:
+			if (a->path.ntokens == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_HX_MALFORMED),
+						 errmsg("cannot delete the whole state"),
+						 errhint("Use \"replace\" with path \"\" to change the whole state.")));
+			break;
+
+		case M_MOVE:
+		case M_COPY:
+			hx_op_get_from(ops, op, &a->path, a->kind == M_MOVE, &a->from);
+			break;
+
+		case M_CLEAR:
+			break;
+
+		case NUM_MERGE_OPS:
+			pg_unreachable();
+	}
+}
+
 static void
 apply_merge_op(HxOpList *ops, JsonbContainer *op, void *arg)
 {
 	MergeState *ms = (MergeState *) arg;
-	MergeOp		kind;
-	HxPointer	path;
+	MergeArgs	a;
 	Target		t;
-	HxNode	   *value;
 
 	if (ms->scratch == NULL)
 		ms->scratch = AllocSetContextCreate(ops->treecxt, "hx_merge lookups",
@@ -1037,80 +1115,97 @@ apply_merge_op(HxOpList *ops, JsonbContainer *op, void *arg)
 	else
 		MemoryContextReset(ms->scratch);
 
-	kind = (MergeOp) hx_op_name(ops, op, merge_op_names,
-								lengthof(merge_op_names));
-	hx_op_get_pointer(ops, op, HX_PTR_PATH, &path);
-
-	switch (kind)
+	parse_merge_op(ops, op, &a);
+	switch (a.kind)
 	{
 		case M_APPEND:
-			value = get_items(op, true);
-			target_locate(&t, &ops->root, &path);
-			op_append(&t, value);
+			target_locate(&t, &ops->root, &a.path);
+			op_append(&t, a.items);
 			break;
 
 		case M_UNION:
-			value = get_items(op, true);
-			target_locate(&t, &ops->root, &path);
-			op_union(ops, ms, &t, value);
+			target_locate(&t, &ops->root, &a.path);
+			op_union(ops, ms, &t, a.items);
 			break;
 
 		case M_UPSERT:
-			value = get_items(op, true);
-			target_locate(&t, &ops->root, &path);
-			op_upsert(ops, ms, &t, value, op);
+			target_locate(&t, &ops->root, &a.path);
+			op_upsert(ops, ms, &t, &a);
 			break;
 
 		case M_DISCARD:
-			op_discard(ops, ms, &path, op);
+			op_discard(ops, ms, &a);
 			break;
 
 		case M_CLEAR:
-			target_locate(&t, &ops->root, &path);
+			target_locate(&t, &ops->root, &a.path);
 			op_clear(&t);
 			break;
 
 		case M_INCREMENT:
-			target_locate(&t, &ops->root, &path);
-			op_increment(&t, op);
+			target_locate(&t, &ops->root, &a.path);
+			op_increment(&t, a.by);
 			break;
 
 		case M_REPLACE:
-			value = hx_op_get_value(op, "value", true);
-			if (null_removes(&ops->root, &path, value))
+			if (null_removes(&ops->root, &a.path, a.value))
 				break;
-			target_locate(&t, &ops->root, &path);
-			target_set(&t, value);
+			target_locate(&t, &ops->root, &a.path);
+			target_set(&t, a.value);
 			break;
 
 		case M_MERGE:
-			value = hx_op_get_value(op, "value", true);
-			if (null_removes(&ops->root, &path, value))
+			if (null_removes(&ops->root, &a.path, a.value))
 				break;
-			target_locate(&t, &ops->root, &path);
-			target_set(&t, merge_patch(target_get(&t, true), value));
+			target_locate(&t, &ops->root, &a.path);
+			target_set(&t, merge_patch(target_get(&t, true), a.value));
 			break;
 
 		case M_DELETE:
 		case M_REMOVE:
-			op_delete(&ops->root, &path);
+			(void) hx_remove_at(&ops->root, &a.path, true);
 			break;
 
 		case M_ADD:
-			op_add(&ops->root, &path, hx_op_get_value(op, "value", true));
+			op_add(&ops->root, &a.path, a.value);
 			break;
 
 		case M_MOVE:
 		case M_COPY:
-			hx_op_move_copy(ops, op, &path, kind == M_MOVE, op_add);
+			hx_op_move_copy(ops, &a.from, &a.path, a.kind == M_MOVE, op_add);
 			break;
 
 		case M_TEST:
-			hx_op_test(ops, op, &path);
+			hx_op_test(ops, &a.path, a.value);
 			break;
 
 		case NUM_MERGE_OPS:
 			pg_unreachable();
+	}
+}
+
+/* Read an operation without applying it (for hx_check_writes) */
+static void
+check_merge_op(HxOpList *ops, JsonbContainer *op, void *arg)
+{
+	MergeArgs	a;
+
+	parse_merge_op(ops, op, &a);
+}
+
+/* Writes are an op list or an RFC 7386 merge patch (an object) */
+static void
+check_writes_shape(Jsonb *writes)
+{
+	if (JB_ROOT_IS_SCALAR(writes))
+	{
+		JsonbValue	v;
+
+		hx_jsonb_root_value(writes, &v);
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_MALFORMED),
+				 errmsg("writes must be an array of operations or an object"),
+				 errdetail("The writes are of type %s.", hx_value_type_name(&v))));
 	}
 }
 
@@ -1125,17 +1220,7 @@ hx_merge(PG_FUNCTION_ARGS)
 	HxOpList	ops;
 	Jsonb	   *result;
 
-	if (JB_ROOT_IS_SCALAR(writes))
-	{
-		JsonbValue	v;
-
-		hx_jsonb_root_value(writes, &v);
-		ereport(ERROR,
-				(errcode(ERRCODE_HX_MALFORMED),
-				 errmsg("writes must be an array of operations or an object"),
-				 errdetail("The writes are of type %s.", hx_value_type_name(&v))));
-	}
-
+	check_writes_shape(writes);
 	hx_ops_begin(&ops, HX_OPS_MERGE, state, VARSIZE(writes), merge_reset, &ms);
 	if (JB_ROOT_IS_ARRAY(writes))
 		hx_ops_apply(&ops, &writes->root, apply_merge_op, &ms);
@@ -1151,4 +1236,31 @@ hx_merge(PG_FUNCTION_ARGS)
 
 	PG_FREE_IF_COPY(writes, 1);
 	PG_RETURN_JSONB_P(result);
+}
+
+PG_FUNCTION_INFO_V1(hx_check_writes);
+
+/*
+ * hx_check_writes(writes jsonb): raise the error hx_merge would raise for
+ * writes whatever the state: a malformed op list, an unknown op, a missing
+ * or mistyped member, a malformed pointer.  What depends on the state (a
+ * type conflict, a failed test, a missing "from") is left to hx_merge.
+ */
+Datum
+hx_check_writes(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *writes = hx_detoast_jsonb(PG_GETARG_DATUM(0));
+	HxOpList	ops;
+
+	check_writes_shape(writes);
+	if (JB_ROOT_IS_ARRAY(writes))
+	{
+		hx_ops_begin(&ops, HX_OPS_MERGE,
+					 hx_node_to_jsonb(hx_node_new_object(0), CurrentMemoryContext),
+					 VARSIZE(writes), NULL, NULL);
+		hx_ops_apply(&ops, &writes->root, check_merge_op, NULL);
+		(void) hx_ops_end(&ops, CurrentMemoryContext);
+	}
+	PG_FREE_IF_COPY(writes, 0);
+	PG_RETURN_VOID();
 }

@@ -380,13 +380,12 @@ hx_op_get_pointer(HxOpList *ops, JsonbContainer *op, HxPointerRole role,
  */
 
 /*
- * RFC 6902 "test": the value at path must equal the op's "value" (XH001,
- * also when the path does not exist).
+ * RFC 6902 "test": the value at path must equal value (XH001, also when
+ * the path does not exist).
  */
 void
-hx_op_test(HxOpList *ops, JsonbContainer *op, const HxPointer *path)
+hx_op_test(HxOpList *ops, const HxPointer *path, HxNode *value)
 {
-	HxNode	   *value = hx_op_get_value(op, "value", true);
 	HxNode	   *node = hx_lookup(ops->root, path, path->ntokens, true);
 
 	if (node == NULL)
@@ -402,25 +401,33 @@ hx_op_test(HxOpList *ops, JsonbContainer *op, const HxPointer *path)
 }
 
 /*
- * RFC 6902 "move" (section 4.4: a remove at "from", then an add at path;
- * "from" may not be a proper prefix of path) and "copy" (4.5).  "from"
- * must exist; add is the caller's add, strict or forgiving.  A copy counts
- * the bytes it adds to the document.
+ * The "from" member of a move or copy, recorded for the error context.  A
+ * move's "from" may not be a proper prefix of its path (RFC 6902 section
+ * 4.4): a value cannot move into its own child.
  */
 void
-hx_op_move_copy(HxOpList *ops, JsonbContainer *op, const HxPointer *path,
-				bool is_move, HxAddFn add)
+hx_op_get_from(HxOpList *ops, JsonbContainer *op, const HxPointer *path,
+			   bool is_move, HxPointer *from)
 {
-	HxPointer  *from = palloc(sizeof(HxPointer));
-	HxNode	   *node;
-
 	hx_op_get_pointer(ops, op, HX_PTR_FROM, from);
 	if (is_move && hx_pointer_is_proper_prefix(from, path))
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_MALFORMED),
 				 errmsg("cannot move \"%s\" into its own child \"%s\"",
 						hx_clip(from->text), hx_clip(path->text))));
-	node = hx_lookup(ops->root, from, from->ntokens, true);
+}
+
+/*
+ * RFC 6902 "move" (section 4.4: a remove at "from", then an add at path)
+ * and "copy" (4.5).  "from" must exist; add is the caller's add, strict or
+ * forgiving.  A copy counts the bytes it adds to the document.
+ */
+void
+hx_op_move_copy(HxOpList *ops, const HxPointer *from, const HxPointer *path,
+				bool is_move, HxAddFn add)
+{
+	HxNode	   *node = hx_lookup(ops->root, from, from->ntokens, true);
+
 	if (node == NULL)
 		(void) hx_walk(&ops->root, from, from->ntokens, HX_WALK_STRICT);	/* reports */
 

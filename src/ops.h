@@ -75,9 +75,14 @@ extern void hx_op_get_pointer(HxOpList *ops, JsonbContainer *op,
 /* Operations both functions share */
 typedef void (*HxAddFn) (HxNode **rootp, const HxPointer *path,
 						 HxNode *value);
-extern void hx_op_test(HxOpList *ops, JsonbContainer *op,
-					   const HxPointer *path);
-extern void hx_op_move_copy(HxOpList *ops, JsonbContainer *op,
+extern void hx_op_test(HxOpList *ops, const HxPointer *path, HxNode *value);
+extern void hx_op_get_from(HxOpList *ops, JsonbContainer *op,
+						   const HxPointer *path, bool is_move,
+						   HxPointer *from);
+extern void hx_op_move_copy(HxOpList *ops, const HxPointer *from,
 							const HxPointer *path, bool is_move, HxAddFn add);
+
+/* patch.c: RFC 6902 on an op list's tree */
+extern void hx_patch_apply(HxOpList *ops, JsonbContainer *patch);
 
 #endif							/* HX_OPS_H */

@@ -96,6 +96,7 @@ apply_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
 {
 	PatchOp		kind;
 	HxPointer	path;
+	HxPointer	from;
 
 	kind = (PatchOp) hx_op_name(ops, op, patch_op_names,
 								lengthof(patch_op_names));
@@ -122,11 +123,12 @@ apply_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
 
 		case OP_MOVE:
 		case OP_COPY:
-			hx_op_move_copy(ops, op, &path, kind == OP_MOVE, strict_add);
+			hx_op_get_from(ops, op, &path, kind == OP_MOVE, &from);
+			hx_op_move_copy(ops, &from, &path, kind == OP_MOVE, strict_add);
 			break;
 
 		case OP_TEST:
-			hx_op_test(ops, op, &path);
+			hx_op_test(ops, &path, hx_op_get_value(op, "value", true));
 			break;
 
 		case NUM_PATCH_OPS:
@@ -151,4 +153,15 @@ hx_patch(PG_FUNCTION_ARGS)
 
 	PG_FREE_IF_COPY(patch, 1);
 	PG_RETURN_JSONB_P(result);
+}
+
+/*
+ * Apply an RFC 6902 patch (a JSON array) to ops's tree, strictly, as
+ * hx_patch does: for a caller that applies many patches to one document
+ * (hx_stream_state_at replaying a stream's deltas).
+ */
+void
+hx_patch_apply(HxOpList *ops, JsonbContainer *patch)
+{
+	hx_ops_apply(ops, patch, apply_patch_op, NULL);
 }

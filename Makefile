@@ -32,7 +32,7 @@ DATA = \
 REGRESS = setup patch merge diff limits guard phase stream sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify step-promote
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

@@ -318,7 +318,7 @@ BEGIN
     IF promoted IS NOT NULL THEN
         RAISE EXCEPTION 'step "%" of stream "%" was already promoted', step, stream
             USING ERRCODE = 'XH202',
-                  DETAIL = format('It was promoted at %s; call "%s" came after.', promoted, call),
+                  DETAIL = format('Call "%s" came after the step was promoted.', call),
                   HINT = 'Stage the writes under a new step.';
     END IF;
 

@@ -219,3 +219,25 @@ SELECT jsonb_array_length(hx_merge(jsonb_build_object('s', jsonb_build_array(d))
 	jsonb_build_array(jsonb_build_object('op', 'union', 'path', '/s', 'items', jsonb_build_array(d, d2)))) -> 's') AS deep_union
   FROM (SELECT (repeat('[', 9000) || '1' || repeat(']', 9000))::jsonb AS d,
                (repeat('[', 9000) || '2' || repeat(']', 9000))::jsonb AS d2) v;
+
+-- discard and clear: removal by value or by key, and emptying a list
+SELECT hx_merge('{"tags": ["a", "b", "a", "c"]}', '[{"op": "discard", "path": "/tags", "items": ["a", "z"]}]');
+SELECT hx_merge('{"m": [{"id": 1}, {"id": 2}, {"id": 1, "x": 0}, {"v": 3}]}', '[{"op": "discard", "path": "/m", "keys": [1, null]}]');
+SELECT hx_merge('{"m": [{"k": "a"}, {"k": "b"}]}', '[{"op": "discard", "path": "/m", "key": "k", "keys": ["b"]}]');
+SELECT hx_merge('{}', '[{"op": "discard", "path": "/missing/list", "items": [1]}]');
+SELECT hx_merge('{"m": [1, 2]}', '[{"op": "clear", "path": "/m"}, {"op": "append", "path": "/m", "items": [3]}, {"op": "clear", "path": "/n"}]');
+SELECT err($$SELECT hx_merge('{"m": []}', '[{"op": "discard", "path": "/m"}]')$$);
+SELECT err($$SELECT hx_merge('{"m": []}', '[{"op": "discard", "path": "/m", "items": [], "keys": []}]')$$);
+SELECT err($$SELECT hx_merge('{"m": []}', '[{"op": "discard", "path": "/m", "keys": "k"}]')$$);
+SELECT err($$SELECT hx_merge('{"m": "s"}', '[{"op": "discard", "path": "/m", "items": [1]}]')$$);
+SELECT err($$SELECT hx_merge('{"m": {}}', '[{"op": "clear", "path": "/m"}]')$$);
+
+-- hx_check_writes: the errors hx_merge would raise whatever the state
+SELECT hx_check_writes('[{"op": "append", "path": "/a", "items": [1]}, {"op": "increment", "path": "/n", "by": 2}]');
+SELECT hx_check_writes('{"a": null}');
+SELECT err($$SELECT hx_check_writes('[{"op": "append", "path": "/a", "items": [1]}, {"op": "append", "path": "a", "items": [1]}]')$$);
+SELECT err($$SELECT hx_check_writes('[{"op": "upsert", "path": "/m", "items": [1]}]')$$);
+SELECT err($$SELECT hx_check_writes('[{"op": "move", "from": "/a", "path": "/a/b"}]')$$);
+SELECT err($$SELECT hx_check_writes('"append"')$$);
+-- a type conflict depends on the state: not a malformed write
+SELECT hx_check_writes('[{"op": "append", "path": "/title", "items": [1]}]');

@@ -1,0 +1,71 @@
+--
+-- steps: exactly-once step writes (hx_stage, hx_promote) and history
+-- (hx_stream_state_at)
+--
+-- (err() is defined in setup.sql)
+CREATE TABLE sessions (session_id text PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}');
+CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id');
+INSERT INTO sessions VALUES ('s-1', '{"todos": []}');
+
+-- tools finish in any order; ord is the model's tool-call order
+SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_b', '[{"op": "append", "path": "/todos", "items": ["b"]}, {"op": "replace", "path": "/last", "value": "b"}]', 2);
+SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_c', '[{"op": "append", "path": "/todos", "items": ["c"]}]');
+SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_a', '[{"op": "append", "path": "/todos", "items": ["a"]}, {"op": "replace", "path": "/last", "value": "a"}]', 1);
+-- a retry with the same writes is a no-op (false); with others, an error
+SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_a', '[{"op": "append", "path": "/todos", "items": ["a"]}, {"op": "replace", "path": "/last", "value": "a"}]', 1);
+SELECT err($$SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_a', '[{"op": "append", "path": "/todos", "items": ["A"]}]', 1)$$);
+SELECT err($$SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_a', '[{"op": "append", "path": "/todos", "items": ["a"]}, {"op": "replace", "path": "/last", "value": "a"}]', 3)$$);
+-- writes are checked when staged, not at promote
+SELECT err($$SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_d', '[{"op": "append", "path": "/todos"}]')$$);
+SELECT err($$SELECT hx_stage('sessions:s-1', 'step-1', NULL, '[]')$$);
+SELECT stream, step, call, ord FROM hx_step_call ORDER BY ord NULLS LAST, call;
+
+-- one statement promotes the step: in ord order, then by call id, once
+UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-1')) WHERE session_id = 's-1';
+SELECT state FROM sessions;
+-- a second promote applies nothing, and a late call is refused
+UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-1')) WHERE session_id = 's-1';
+SELECT err($$SELECT hx_stage('sessions:s-1', 'step-1', 'toolu_e', '[]')$$);
+-- what was promoted is recorded; the staged calls are gone
+SELECT stream, step, promoted_at IS NOT NULL AS promoted, promoted_calls, promoted_writes FROM hx_step;
+SELECT count(*) AS staged_calls FROM hx_step_call;
+-- the step was one change: one STATE_DELTA
+SELECT seq, type, event->'delta' AS delta FROM hx_event WHERE stream = 'sessions:s-1' ORDER BY seq;
+
+-- a promote that rolls back leaves the step to be promoted again
+SELECT hx_stage('sessions:s-1', 'step-2', 'toolu_f', '[{"op": "increment", "path": "/n", "by": 1}]');
+BEGIN;
+UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-2')) WHERE session_id = 's-1';
+ROLLBACK;
+UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-2')) WHERE session_id = 's-1';
+SELECT state -> 'n' AS n FROM sessions;
+
+-- a step with nothing staged promotes as nothing, and is then closed
+SELECT hx_promote('sessions:s-1', 'step-empty');
+SELECT err($$SELECT hx_stage('sessions:s-1', 'step-empty', 'late', '[]')$$);
+
+-- trimming forgets promoted steps only
+SELECT hx_stage('sessions:s-1', 'step-open', 'toolu_g', '[]');
+UPDATE hx_step SET promoted_at = promoted_at - interval '2 days' WHERE promoted_at IS NOT NULL;
+SELECT hx_step_trim('1 day') AS trimmed;
+SELECT step, promoted_at IS NOT NULL AS promoted FROM hx_step ORDER BY step;
+
+-- history: the state at any seq still in the log
+UPDATE sessions SET state = hx_merge(state, '[{"op": "replace", "path": "/last", "value": "x"}]');
+SELECT seq, hx_stream_state_at('sessions:s-1', seq) FROM generate_series(1, 4) seq;
+DELETE FROM sessions;
+INSERT INTO sessions VALUES ('s-1', '{"again": true}');
+SELECT seq, hx_stream_state_at('sessions:s-1', seq) FROM generate_series(4, 6) seq;
+SELECT err($$SELECT hx_stream_state_at('sessions:s-1', 7)$$);
+SELECT err($$SELECT hx_stream_state_at('sessions:s-1', 0)$$);
+SELECT err($$SELECT hx_stream_state_at('sessions:none', 1)$$);
+-- a trimmed seq cannot be rebuilt
+UPDATE hx_event SET created_at = created_at - interval '1 hour' WHERE stream = 'sessions:s-1' AND seq < 6;
+SELECT hx_stream_trim('30 minutes') AS trimmed;
+SELECT err($$SELECT hx_stream_state_at('sessions:s-1', 2)$$);
+SELECT hx_stream_state_at('sessions:s-1', 6);
+
+DROP TABLE sessions;
+DELETE FROM hx_event;
+DELETE FROM hx_step;

@@ -65,7 +65,10 @@ hx_missing_packages() {
 				command -v valgrind >/dev/null || missing+=(valgrind)
 				;;
 			long)
-				[ -x /usr/lib/postgresql/$HX_PG_VERSION/bin/pg_autoctl ] ||
+				# the monitor's extension; pg_autoctl (/usr/bin) comes
+				# with it, from pg-auto-failover-cli
+				[ -f /usr/lib/postgresql/$HX_PG_VERSION/lib/pgautofailover.so ] &&
+					command -v pg_autoctl >/dev/null ||
 					missing+=(postgresql-$HX_PG_VERSION-auto-failover)
 				;;
 		esac

@@ -5,6 +5,8 @@
 // two tabs race to publish and cancel, and all the while a LISTEN client
 // prints every AG-UI event it receives and finally shows that the state it
 // rebuilt equals the row.  Run it with `bash demo/run`.
+const fs = require('node:fs');
+const path = require('node:path');
 const pg = require('pg');
 const { HxStream } = require('../client');
 const { canonical } = require('../test/js/helpers');
@@ -60,25 +62,10 @@ async function main() {
 
   say('Setting up: CREATE EXTENSION hxstate, and a sessions table with its guards and stream');
   await db.query('CREATE EXTENSION IF NOT EXISTS hxstate');
-  await db.query(`
-    DROP TABLE IF EXISTS sessions;
-    CREATE TABLE sessions (
-      session_id   text PRIMARY KEY,
-      user_id      text NOT NULL,
-      project_id   text,
-      phase        text NOT NULL DEFAULT 'chatting',
-      pending_tool jsonb,
-      state        jsonb COMPRESSION lz4 NOT NULL DEFAULT '{}',
-      updated_at   timestamptz NOT NULL DEFAULT now());
-    CREATE CONSTRAINT TRIGGER project_locked AFTER INSERT OR UPDATE ON sessions
-      FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
-    CREATE CONSTRAINT TRIGGER one_tool_at_a_time AFTER INSERT OR UPDATE ON sessions
-      FOR EACH ROW EXECUTE FUNCTION hx_slot_guard('pending_tool');
-    CREATE CONSTRAINT TRIGGER phase_machine AFTER INSERT OR UPDATE ON sessions
-      FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
-    CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
-      FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id');`);
-  console.log('  (see README: "Getting started" for the same table)');
+  // the README's sessions table, with its guards and its stream
+  await db.query('DROP TABLE IF EXISTS sessions');
+  await db.query(fs.readFileSync(path.join(__dirname, '..', 'docs', 'sessions.sql'), 'utf8'));
+  console.log('  (docs/sessions.sql, the table of the README\'s "Getting started")');
 
   say(`A browser's gateway follows stream sessions:${SESSION} (LISTEN, snapshot, then events in seq order)`);
   const viewer = new HxStream({ table: 'sessions', key: SESSION, pollInterval: 500 });

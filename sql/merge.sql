@@ -3,7 +3,8 @@
 --
 
 --
--- The seeds' examples, verbatim (Helix Agents storage overview)
+-- How a runtime's tool writes land: each tool's draft mutations become an
+-- op list, and parallel tools' lists merge into one state
 --
 -- Tool 1: draft.items.push('a'); Tool 2: draft.items.push('b'): both survive
 SELECT hx_merge(hx_merge('{"items": []}',
@@ -20,7 +21,7 @@ SELECT hx_merge(hx_merge('{"count": 0}',
 SELECT hx_merge('{"temp": 21.5, "keep": true}', '[{"op": "replace", "path": "/temp", "value": null}]');
 -- mergeCustomState({ values: { key1: 'value1' } }) and { key2 } from two tools
 SELECT hx_merge(hx_merge('{}', '{"values": {"key1": "value1"}}'), '{"values": {"key2": "value2"}}');
--- the same through RFC 6902, as Helix's stepWritesToRFC6902 emits it
+-- the same written as RFC 6902 ops, as other producers emit them
 SELECT hx_merge(hx_merge('{"notes": []}',
 	'[{"op": "add", "path": "/notes/-", "value": "a"}]'),
 	'[{"op": "add", "path": "/notes/-", "value": "b"}]') AS notes;

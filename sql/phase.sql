@@ -2,7 +2,9 @@
 -- The phase machine: hx_next_phase, hx_phase_guard, hx_machine_dot
 --
 
--- agent_session, exactly as seed 002 draws it
+-- agent_session, the machine the extension ships: chatting -start_build->
+-- building -todo_done_build-> verifying -publish-> done, with cancel,
+-- revert and open_existing edges
 SELECT * FROM hx_machine ORDER BY machine;
 SELECT from_phase, event, to_phase FROM hx_transition
  WHERE machine = 'agent_session' ORDER BY from_phase, event;

@@ -10,6 +10,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const { freshDatabase } = require('./helpers');
 
 const top = path.resolve(__dirname, '../..');
@@ -64,7 +65,9 @@ test('every function of the extension has a README reference row', async () => {
 });
 
 test('every SQLSTATE raised in src/ is in the README table', () => {
-  const errcodesH = '/usr/include/postgresql/15/server/utils/errcodes.h';
+  // the server's own list of SQLSTATEs, wherever its headers are
+  const includedir = execFileSync(process.env.PG_CONFIG || 'pg_config', ['--includedir-server'], { encoding: 'utf8' }).trim();
+  const errcodesH = path.join(includedir, 'utils', 'errcodes.h');
   const codes = {};
   for (const m of fs.readFileSync(errcodesH, 'utf8').matchAll(
     /#define (ERRCODE_\w+) MAKE_SQLSTATE\('(.)','(.)','(.)','(.)','(.)'\)/g)) {

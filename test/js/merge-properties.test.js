@@ -1,5 +1,5 @@
 'use strict';
-// The composition law of hx_merge (DESIGN.md section 2), over 10,000 seeded
+// The composition law of hx_merge, over 10,000 seeded
 // random pairs of op lists W1, W2 made of composing ops on a random base B:
 //
 //   hx_merge(hx_merge(B, W1), W2) and hx_merge(hx_merge(B, W2), W1) hold the

@@ -132,6 +132,10 @@ SELECT * FROM doors;
 DROP TRIGGER z_rewrite ON doors;
 DROP TRIGGER a_lock_before ON doors;
 
+-- Documentation tests: what follows shows core PostgreSQL's own rules that
+-- the guards rely on (no hxstate code decides them), so that the README's
+-- claims about them stay true.
+--
 -- A role that does not own the table cannot turn the guards off
 GRANT UPDATE, SELECT ON doors TO regress_hx_writer;
 SET ROLE regress_hx_writer;
@@ -162,7 +166,7 @@ RESET session_replication_role;
 SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'doors'::regclass;
 
 -- The owner (and a superuser) can still disable a trigger: the guard is
--- as strong as the table's ownership.
+-- as strong as the table's ownership (a documentation test too).
 ALTER TABLE doors DISABLE TRIGGER lock_after;
 UPDATE doors SET project_id = 'prj_owner_decides';
 ALTER TABLE doors ENABLE TRIGGER lock_after;

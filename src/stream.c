@@ -730,152 +730,52 @@ equality_operator(Oid typid)
 	return result;
 }
 
-PG_FUNCTION_INFO_V1(hx_stream_snapshot);
-
 /*
- * hx_stream_snapshot(source regclass, key text) -> (stream, seq, state):
- * the row's state and the seq of the last event, in one snapshot, so that
- * applying the events after seq to state always gives the current state.
- * Runs with the caller's privileges: row-level security on the table and
- * on the log applies.  A missing row gives a NULL state.
+ * The snapshots of keys (n C strings) of rel, a table with the hx_stream
+ * trigger args: for each key that is not NULL, in order, its stream, the
+ * seq of the stream's last event (0 before any) and the row's state (NULL
+ * when the row does not exist), read in one statement and so in one
+ * snapshot, so that applying the events after seq to state always gives
+ * the current state.  Runs with the caller's privileges: row-level
+ * security on the table and on the log applies.  emit is called for each,
+ * in the caller's memory context, before the query's memory is freed.
  */
-Datum
-hx_stream_snapshot(PG_FUNCTION_ARGS)
+typedef void (*SnapshotEmitFn) (void *arg, const char *key, Datum stream,
+								int64 seq, Datum state, bool state_isnull);
+
+static void
+read_snapshots(Relation rel, StreamArgs *args, char **keys, int n,
+			   SnapshotEmitFn emit, void *arg)
 {
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	Relation	rel;
-	StreamArgs *args;
-	TupleDesc	resultdesc;
-	char	   *stream;
-	char	   *query;
-	Oid			argtypes[2];
-	Datum		values[2];
+	TupleDesc	desc = RelationGetDescr(rel);
+	Datum	   *streams = palloc(sizeof(Datum) * Max(n, 1));
+	Datum	   *keyvalues = palloc(sizeof(Datum) * Max(n, 1));
 	Oid			typinput;
 	Oid			typioparam;
-	Datum		keyvalue;
-	Datum		result[3];
-	bool		nulls[3] = {false, false, false};
-	Datum		lastseq;
-	bool		isnull;
-	int64		seq;
-	const char *nsp;
-
-	if (get_call_result_type(fcinfo, NULL, &resultdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-
-	rel = table_open(relid, AccessShareLock);
-	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
-
-	/* the key as its type prints it, as the trigger names the stream */
-	getTypeInputInfo(args->key_typid, &typinput, &typioparam);
-	keyvalue = OidInputFunctionCall(typinput, key, typioparam, -1);
-	stream = psprintf("%s:%s", args->prefix,
-					  OidOutputFunctionCall(args->key_typoutput, keyvalue));
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	nsp = quote_identifier(get_namespace_name(hx_extension_namespace()));
-	query = psprintf("SELECT (SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
-					 "         WHERE e.stream OPERATOR(pg_catalog.=) $1),"
-					 "       (SELECT t.%s FROM %s.%s t WHERE t.%s %s $2)",
-					 nsp,
-					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->state_attnum - 1)->attname)),
-					 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
-					 quote_identifier(RelationGetRelationName(rel)),
-					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->key_attnum - 1)->attname)),
-					 equality_operator(args->key_typid));
-	argtypes[0] = TEXTOID;
-	argtypes[1] = args->key_typid;
-	values[0] = CStringGetTextDatum(stream);
-	values[1] = keyvalue;
-
-	/* one statement, one snapshot: the state and the seq that match */
-	if (SPI_execute_with_args(query, 2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read stream \"%s\"", stream);
-
-	/* read out before SPI_finish() frees the tuple (int8 may be by reference) */
-	lastseq = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	seq = isnull ? 0 : DatumGetInt64(lastseq);	/* no event yet: 0 */
-	result[2] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &nulls[2]);
-	if (!nulls[2])
-		result[2] = SPI_datumTransfer(result[2], false, -1);
-	SPI_finish();
-	table_close(rel, AccessShareLock);
-	result[0] = CStringGetTextDatum(stream);
-	result[1] = Int64GetDatum(seq);
-
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(resultdesc),
-													  result, nulls)));
-}
-
-PG_FUNCTION_INFO_V1(hx_stream_snapshots);
-
-/*
- * hx_stream_snapshots(source regclass, keys text[]) -> SETOF (key, stream,
- * seq, state): hx_stream_snapshot() of many keys of one table, in one
- * statement and so in one snapshot, with one query: what a process that
- * follows thousands of streams needs when it starts or resyncs many of
- * them at once.  A key whose row does not exist gives a NULL state; a NULL
- * key gives no row.
- */
-Datum
-hx_stream_snapshots(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	ArrayType  *keys = PG_GETARG_ARRAYTYPE_P(1);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Relation	rel;
-	StreamArgs *args;
-	Datum	   *keytexts;
-	bool	   *keynulls;
-	int			nkeys;
-	Datum	   *streams;
-	Datum	   *keyvalues;
-	char	  **keystrings;
-	int			n = 0;
-	Oid			typinput;
-	Oid			typioparam;
-	Oid			arraytype;
+	Oid			arraytype = get_array_type(args->key_typid);
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
 	Oid			argtypes[2];
 	Datum		values[2];
-	const char *nsp;
 	char	   *query;
 	MemoryContext callcxt = CurrentMemoryContext;
 	uint64		i;
 
-	InitMaterializedSRF(fcinfo, 0);
-
-	rel = table_open(relid, AccessShareLock);
-	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
-	arraytype = get_array_type(args->key_typid);
 	if (!OidIsValid(arraytype))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("type %s has no array type", format_type_be(args->key_typid))));
 
 	/* each key as its type reads and prints it, as the trigger names streams */
-	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT,
-					  &keytexts, &keynulls, &nkeys);
 	getTypeInputInfo(args->key_typid, &typinput, &typioparam);
-	streams = palloc(sizeof(Datum) * Max(nkeys, 1));
-	keyvalues = palloc(sizeof(Datum) * Max(nkeys, 1));
-	keystrings = palloc(sizeof(char *) * Max(nkeys, 1));
-	for (i = 0; i < (uint64) nkeys; i++)
+	for (i = 0; i < (uint64) n; i++)
 	{
-		if (keynulls[i])
-			continue;
 		CHECK_FOR_INTERRUPTS();
-		keystrings[n] = TextDatumGetCString(keytexts[i]);
-		keyvalues[n] = OidInputFunctionCall(typinput, keystrings[n], typioparam, -1);
-		streams[n] = CStringGetTextDatum(psprintf("%s:%s", args->prefix,
+		keyvalues[i] = OidInputFunctionCall(typinput, keys[i], typioparam, -1);
+		streams[i] = CStringGetTextDatum(psprintf("%s:%s", args->prefix,
 												  OidOutputFunctionCall(args->key_typoutput,
-																		keyvalues[n])));
-		n++;
+																		keyvalues[i])));
 	}
 	get_typlenbyvalalign(args->key_typid, &typlen, &typbyval, &typalign);
 	values[0] = PointerGetDatum(construct_array(streams, n, TEXTOID, -1, false, TYPALIGN_INT));
@@ -886,18 +786,17 @@ hx_stream_snapshots(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	nsp = quote_identifier(get_namespace_name(hx_extension_namespace()));
 	query = psprintf("SELECT u.ord,"
 					 "       (SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
 					 "         WHERE e.stream OPERATOR(pg_catalog.=) u.stream),"
 					 "       (SELECT t.%s FROM %s.%s t WHERE t.%s %s u.key)"
 					 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 					 "       WITH ORDINALITY u(stream, key, ord)",
-					 nsp,
-					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->state_attnum - 1)->attname)),
+					 quote_identifier(get_namespace_name(hx_extension_namespace())),
+					 quote_identifier(NameStr(TupleDescAttr(desc, args->state_attnum - 1)->attname)),
 					 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
 					 quote_identifier(RelationGetRelationName(rel)),
-					 quote_identifier(NameStr(TupleDescAttr(RelationGetDescr(rel), args->key_attnum - 1)->attname)),
+					 quote_identifier(NameStr(TupleDescAttr(desc, args->key_attnum - 1)->attname)),
 					 equality_operator(args->key_typid));
 
 	/* one statement, one snapshot: the states and the seqs that match */
@@ -908,25 +807,130 @@ hx_stream_snapshots(PG_FUNCTION_ARGS)
 	for (i = 0; i < SPI_processed; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
+		TupleDesc	rdesc = SPI_tuptable->tupdesc;
 		bool		isnull;
-		int64		ord = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		Datum		seq = SPI_getbinval(tup, desc, 2, &isnull);
-		Datum		result[4];
-		bool		nulls[4] = {false, false, false, false};
+		int64		ord = DatumGetInt64(SPI_getbinval(tup, rdesc, 1, &isnull));
+		Datum		seq = SPI_getbinval(tup, rdesc, 2, &isnull);
+		int64		lastseq = isnull ? 0 : DatumGetInt64(seq);
+		Datum		state = SPI_getbinval(tup, rdesc, 3, &isnull);
 		MemoryContext oldcxt;
 
 		CHECK_FOR_INTERRUPTS();
 		oldcxt = MemoryContextSwitchTo(callcxt);
-		result[0] = CStringGetTextDatum(keystrings[ord - 1]);
-		result[1] = streams[ord - 1];
-		result[2] = Int64GetDatum(isnull ? 0 : DatumGetInt64(seq));
-		result[3] = SPI_getbinval(tup, desc, 3, &nulls[3]);
+		emit(arg, keys[ord - 1], streams[ord - 1], lastseq, state, isnull);
 		MemoryContextSwitchTo(oldcxt);
-		/* the tuplestore copies the values */
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, result, nulls);
 	}
 	SPI_finish();
+}
+
+/* hx_stream_snapshot's one row, copied out of the query's memory */
+typedef struct OneSnapshot
+{
+	Datum		stream;
+	int64		seq;
+	Datum		state;
+	bool		state_isnull;
+} OneSnapshot;
+
+static void
+keep_snapshot(void *arg, const char *key, Datum stream, int64 seq,
+			  Datum state, bool state_isnull)
+{
+	OneSnapshot *one = (OneSnapshot *) arg;
+
+	one->stream = stream;
+	one->seq = seq;
+	one->state_isnull = state_isnull;
+	if (!state_isnull)
+		one->state = datumCopy(state, false, -1);
+}
+
+PG_FUNCTION_INFO_V1(hx_stream_snapshot);
+
+/*
+ * hx_stream_snapshot(source regclass, key text) -> (stream, seq, state):
+ * the row's state and the seq of the stream's last event, in one snapshot.
+ */
+Datum
+hx_stream_snapshot(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	TupleDesc	resultdesc;
+	Relation	rel;
+	StreamArgs *args;
+	OneSnapshot one = {0};
+	Datum		result[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &resultdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	rel = table_open(relid, AccessShareLock);
+	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
+	read_snapshots(rel, args, &key, 1, keep_snapshot, &one);
+	table_close(rel, AccessShareLock);
+
+	result[0] = one.stream;
+	result[1] = Int64GetDatum(one.seq);
+	result[2] = one.state;
+	nulls[2] = one.state_isnull;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(resultdesc),
+													  result, nulls)));
+}
+
+/* hx_stream_snapshots' rows, into its tuplestore */
+static void
+put_snapshot(void *arg, const char *key, Datum stream, int64 seq,
+			 Datum state, bool state_isnull)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	values[0] = CStringGetTextDatum(key);
+	values[1] = stream;
+	values[2] = Int64GetDatum(seq);
+	values[3] = state;
+	nulls[3] = state_isnull;
+	/* the tuplestore copies the values */
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+PG_FUNCTION_INFO_V1(hx_stream_snapshots);
+
+/*
+ * hx_stream_snapshots(source regclass, keys text[]) -> SETOF (key, stream,
+ * seq, state): hx_stream_snapshot() of many keys of one table, in one
+ * statement and so in one snapshot, with one query: what a process that
+ * follows thousands of streams needs when it starts or resyncs many of
+ * them at once.  A NULL key gives no row.
+ */
+Datum
+hx_stream_snapshots(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	ArrayType  *keyarray = PG_GETARG_ARRAYTYPE_P(1);
+	Datum	   *keytexts;
+	bool	   *keynulls;
+	int			nkeys;
+	char	  **keys;
+	int			n = 0;
+	int			i;
+	Relation	rel;
+	StreamArgs *args;
+
+	InitMaterializedSRF(fcinfo, 0);
+	deconstruct_array(keyarray, TEXTOID, -1, false, TYPALIGN_INT,
+					  &keytexts, &keynulls, &nkeys);
+	keys = palloc(sizeof(char *) * Max(nkeys, 1));
+	for (i = 0; i < nkeys; i++)
+		if (!keynulls[i])
+			keys[n++] = TextDatumGetCString(keytexts[i]);
+
+	rel = table_open(relid, AccessShareLock);
+	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
+	read_snapshots(rel, args, keys, n, put_snapshot, fcinfo->resultinfo);
 	table_close(rel, AccessShareLock);
 	return (Datum) 0;
 }

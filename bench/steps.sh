@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench/steps.sh: what exactly-once costs, the steps part of bench/run, in
+# the throwaway cluster bench/run starts (PGHOST etc. set; fsync on).
+#
+# A step of four tool calls on the README's sessions table
+# (docs/sessions.sql: its guards and its hx_stream trigger), on a random
+# one of 1,000 sessions, 8 pgbench clients:
+#   A. staged: each call staged by hx_stage in a transaction of its own, as
+#      parallel tools finish, then one UPDATE that merges hx_promote's
+#      writes (bench/pgbench/step_staged.sql): 5 commits, 1 event;
+#   B. direct: each call merged by an UPDATE of its own, as runtimes do
+#      without staging (bench/pgbench/step_direct.sql): 4 commits, 4
+#      events, and a retried call would apply twice.
+# Steps per second (pgbench's tps: one script run is one step), medians of
+# HX_BENCH_PG_REPS runs of HX_BENCH_PG_SECONDS each (defaults 5 and 8),
+# the two taking turns; target A/B >= 0.8.  Figures only: never asserted
+# by tests.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=test/lib/common.sh
+. "$top/test/lib/common.sh"
+
+DB=hxstate_steps
+T=${HX_BENCH_PG_SECONDS:-8}
+REPS=${HX_BENCH_PG_REPS:-5}
+ROWS=1000
+CLIENTS=8
+PGBENCH=$(hx_bindir "$HX_PG_CONFIG")/pgbench
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+sql() {
+	psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$DB" -c "$1"
+}
+
+hx_log "steps: the README's sessions table, $ROWS sessions"
+dropdb --if-exists "$DB" >/dev/null 2>&1
+createdb "$DB"
+sql "CREATE EXTENSION hxstate" >/dev/null
+
+reset() {
+	sql "SET client_min_messages = warning; DROP TABLE IF EXISTS sessions; TRUNCATE hx_event, hx_step, hx_step_call" >/dev/null
+	psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -f "$top/docs/sessions.sql" >/dev/null
+	sql "INSERT INTO sessions (session_id, user_id, state)
+	     SELECT 's-' || lpad(i::text, 4, '0'), 'u-' || i, '{\"log\": [], \"stats\": {\"tool_calls\": 0}}'
+	       FROM generate_series(1, $ROWS) i" >/dev/null
+	sql "VACUUM ANALYZE" >/dev/null
+	sql "CHECKPOINT" >/dev/null
+}
+
+run() {			# key script
+	reset
+	if ! "$PGBENCH" -n -M prepared -c "$CLIENTS" -j 2 -T "$T" -D rows=$ROWS \
+		-f "$top/bench/pgbench/$2" "$DB" >"$work/out" 2>&1; then
+		cat "$work/out" >&2
+		exit 1
+	fi
+	local tps n calls events
+	tps=$(awk '/^tps = / { print $3; exit }' "$work/out")
+	n=$(awk -F': ' '/number of transactions actually processed/ { print $2; exit }' "$work/out")
+	calls=$(sql "SELECT sum((state->'stats'->>'tool_calls')::int) FROM sessions")
+	events=$(sql "SELECT count(*) FROM hx_event WHERE type = 'STATE_DELTA'")
+	# every step's four calls landed once
+	if [ "$calls" != $((n * 4)) ]; then
+		echo "bench/steps: $1: $n steps but $calls calls counted" >&2
+		exit 1
+	fi
+	printf '%s\t%s\n' "$1" "$tps" >>"$work/results"
+	printf '  %-7s %8.1f steps/s, %6s steps, %7s STATE_DELTA events\n' "$1" "$tps" "$n" "$events"
+}
+
+fsync=$(sql "SHOW fsync")
+[ "$fsync" = on ] || { echo "bench/steps: fsync is $fsync, not on" >&2; exit 1; }
+hx_log "steps: $T s per run, $REPS rounds, $CLIENTS clients, taking turns"
+: >"$work/results"
+for ((r = 0; r < REPS; r++)); do
+	if ((r % 2)); then run direct step_direct.sql; run staged step_staged.sql
+	else run staged step_staged.sql; run direct step_direct.sql; fi
+done
+
+median() {
+	awk -F'\t' -v k="$1" '$1 == k { print $2 }' "$work/results" | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+a=$(median staged)
+b=$(median direct)
+ratio=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a / b }')
+met=$(awk -v r="$ratio" 'BEGIN { print (r >= 0.8) ? "yes" : "NO" }')
+echo
+printf 'scenario                              | clients | A steps/s | B steps/s |   A/B | target | met?\n'
+printf '%s\n' '--------------------------------------+---------+-----------+-----------+-------+--------+-----'
+printf '%-37s | %7s | %9.0f | %9.0f | %5s | >= 0.8 | %4s\n' "4 staged calls + promote vs 4 merges" "$CLIENTS" "$a" "$b" "$ratio" "$met"

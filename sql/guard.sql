@@ -207,6 +207,43 @@ SELECT err($$UPDATE misuse_view SET tag = 'x'$$);
 \pset tuples_only off
 \pset format aligned
 
+-- partitioned tables: an UPDATE that moves a row to another partition
+-- runs as a DELETE and an INSERT, and PostgreSQL fires no AFTER UPDATE
+-- trigger for it, so an AFTER guard judges the moved row as a new one.
+-- BEFORE UPDATE triggers do fire, on the partition the row leaves, with
+-- the old and the new row: attached BEFORE UPDATE as well, the guards
+-- refuse the move.
+CREATE TABLE regions (region text, id int, project_id text, pending jsonb,
+	PRIMARY KEY (region, id)) PARTITION BY LIST (region);
+CREATE TABLE regions_eu PARTITION OF regions FOR VALUES IN ('eu');
+CREATE TABLE regions_us PARTITION OF regions FOR VALUES IN ('us');
+CREATE CONSTRAINT TRIGGER project_locked AFTER INSERT OR UPDATE ON regions
+	FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
+INSERT INTO regions VALUES ('eu', 1, 'prj_1', NULL), ('eu', 2, 'prj_2', NULL);
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE regions SET project_id = 'prj_9' WHERE id = 1$$);
+\pset tuples_only off
+\pset format aligned
+-- AFTER only: the move is a new row in regions_us
+UPDATE regions SET region = 'us', project_id = 'prj_9' WHERE id = 1;
+SELECT tableoid::regclass AS partition, * FROM regions ORDER BY id;
+CREATE TRIGGER project_locked_moves BEFORE UPDATE ON regions
+	FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
+CREATE TRIGGER one_pending_moves BEFORE UPDATE ON regions
+	FOR EACH ROW EXECUTE FUNCTION hx_slot_guard('pending');
+UPDATE regions SET pending = '{"tool": "a"}' WHERE id = 2;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE regions SET region = 'us', project_id = 'prj_8' WHERE id = 2$$);
+SELECT err($$UPDATE regions SET region = 'us', pending = '{"tool": "b"}' WHERE id = 2$$);
+\pset tuples_only off
+\pset format aligned
+-- a move that keeps the guarded columns is no violation
+UPDATE regions SET region = 'us' WHERE id = 2;
+SELECT tableoid::regclass AS partition, * FROM regions ORDER BY id;
+DROP TABLE regions;
+
 DROP VIEW misuse_view;
 DROP TABLE misuse, doors, guarded;
 DROP FUNCTION rewrite_project();

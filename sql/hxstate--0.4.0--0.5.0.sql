@@ -39,6 +39,11 @@ LANGUAGE plpgsql STABLE STRICT
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF max_events < 0 THEN
+        RAISE EXCEPTION 'max_events must not be negative'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('It is %s.', max_events);
+    END IF;
     IF cardinality(streams) <> cardinality(after_seqs) THEN
         RAISE EXCEPTION 'streams and after_seqs must have as many elements'
             USING ERRCODE = 'array_subscript_error',
@@ -60,6 +65,30 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_events_after(pg_catalog.text[], pg_catalog.int8[], pg_catalog.int4)
 IS 'the events after a seq of each of many streams, in stream and seq order';
+
+-- 0.4.0's hx_stream_events passed a negative max_events on to LIMIT, whose
+-- error (2201W) named a clause the caller never wrote
+CREATE OR REPLACE FUNCTION @extschema@.hx_stream_events(stream pg_catalog.text,
+                                                        after_seq pg_catalog.int8 DEFAULT 0,
+                                                        max_events pg_catalog.int4 DEFAULT 1000)
+RETURNS TABLE (seq pg_catalog.int8, event pg_catalog.jsonb)
+LANGUAGE plpgsql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF max_events < 0 THEN
+        RAISE EXCEPTION 'max_events must not be negative'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('It is %s.', max_events);
+    END IF;
+    RETURN QUERY
+        SELECT e.seq, e.event
+          FROM @extschema@.hx_event e
+         WHERE e.stream = hx_stream_events.stream AND e.seq > after_seq
+         ORDER BY e.seq
+         LIMIT max_events;
+END
+$$;
 
 --
 -- The logical replication transport: a publication of the log's inserts,
@@ -191,9 +220,9 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    cutoff timestamptz := now() - older_than;
+    cutoff timestamptz;
     today bigint := floor(EXTRACT(epoch FROM now()) / 86400)::bigint;
-    cutoff_day bigint := floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint;
+    cutoff_day bigint;
     newest bigint;
     part text;
     n bigint;
@@ -203,12 +232,28 @@ BEGIN
     IF older_than IS NULL THEN
         RETURN 0;
     END IF;
+    -- an interval past the range of timestamps reaches the beginning of
+    -- time (nothing is older) or its end (everything is)
+    BEGIN
+        cutoff := now() - older_than;
+    EXCEPTION WHEN datetime_field_overflow THEN
+        cutoff := CASE WHEN older_than > interval '0' THEN '-infinity'::timestamptz
+                       ELSE 'infinity'::timestamptz END;
+    END;
+    IF cutoff = '-infinity'::timestamptz THEN
+        RETURN 0;
+    END IF;
+    cutoff_day := CASE WHEN isfinite(cutoff)
+                       THEN floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint
+                       ELSE today + 1 END;
     IF only_stream IS NULL THEN
         FOR b IN 0 .. 7 LOOP
             -- the newest day this partition can hold: the last day, up to
             -- today, that is b modulo 8
             newest := today - (((today - b) % 8 + 8) % 8);
-            CONTINUE WHEN newest >= cutoff_day;
+            -- today's partition, where last events are carried to, is
+            -- never emptied at once, even by a cutoff in the future
+            CONTINUE WHEN newest >= least(cutoff_day, today);
             part := format('%I.%I', '@extschema@', 'hx_event_' || b);
             EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
             CONTINUE WHEN n = 0;

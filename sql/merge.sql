@@ -227,6 +227,22 @@ SELECT hx_merge('{"m": [{"id": 1}, {"id": 2}, {"id": 1, "x": 0}, {"v": 3}]}', '[
 SELECT hx_merge('{"m": [{"k": "a"}, {"k": "b"}]}', '[{"op": "discard", "path": "/m", "key": "k", "keys": ["b"]}]');
 SELECT hx_merge('{}', '[{"op": "discard", "path": "/missing/list", "items": [1]}]');
 SELECT hx_merge('{"m": [1, 2]}', '[{"op": "clear", "path": "/m"}, {"op": "append", "path": "/m", "items": [3]}, {"op": "clear", "path": "/n"}]');
+-- repeated elements and keys: upsert replaces the first occurrence, again and
+-- again; union sees every copy; discard removes every copy, once
+SELECT hx_merge('{"a": [{"id": 1, "v": 1}, {"id": 1, "v": 2}, {"id": 2}]}',
+	'[{"op": "upsert", "path": "/a", "items": [{"id": 1, "v": 9}, {"id": 1, "v": 10}]},
+	  {"op": "union", "path": "/a", "items": [{"id": 1, "v": 2}, {"id": 1, "v": 3}, {"id": 1, "v": 3}]},
+	  {"op": "upsert", "path": "/a", "items": [{"id": 1, "v": 11}]}]');
+SELECT hx_merge('{"a": [{"id": 1}, {"id": 2}, {"id": 1}, {"x": 1}, 3, 3]}',
+	'[{"op": "discard", "path": "/a", "keys": [1, 1, null]}, {"op": "union", "path": "/a", "items": [{"id": 1}, 3]},
+	  {"op": "discard", "path": "/a", "items": [3, 3]}, {"op": "upsert", "path": "/a", "items": [{"id": 1, "n": 1}]}]');
+SELECT jsonb_array_length(hx_merge(s, jsonb_build_array(jsonb_build_object('op', 'union', 'path', '/a', 'items', s -> 'a'),
+		jsonb_build_object('op', 'discard', 'path', '/a', 'items', '[0]'::jsonb))) -> 'a') AS ones_left
+  FROM (SELECT jsonb_build_object('a', jsonb_agg(i % 2)) AS s FROM generate_series(1, 20000) i) v;
+-- values alike down to a depth of 40 and different below are still told apart
+SELECT jsonb_array_length(hx_merge('{}', jsonb_build_array(jsonb_build_object('op', 'union', 'path', '/a', 'items',
+		jsonb_agg((repeat('[', 40) || (i % 3000) || repeat(']', 40))::jsonb)))) -> 'a') AS distinct_deep
+  FROM generate_series(1, 6000) i;
 SELECT err($$SELECT hx_merge('{"m": []}', '[{"op": "discard", "path": "/m"}]')$$);
 SELECT err($$SELECT hx_merge('{"m": []}', '[{"op": "discard", "path": "/m", "items": [], "keys": []}]')$$);
 SELECT err($$SELECT hx_merge('{"m": []}', '[{"op": "discard", "path": "/m", "keys": "k"}]')$$);

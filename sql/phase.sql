@@ -122,6 +122,22 @@ SELECT err($$INSERT INTO hx_transition VALUES ('no_such_machine', 'a', 'b', 'c')
 SELECT err($$INSERT INTO hx_transition VALUES ('ticket', 'open', 'reopen', '')$$);
 SELECT err($$INSERT INTO hx_transition VALUES ('ticket', 'open', 'archive', 'closed')$$);
 
+-- partitioned tables: a row moved to another partition arrives there as an
+-- INSERT (PostgreSQL runs the move as a DELETE and an INSERT), which the
+-- guard judges as a new row: only a row in the initial phase can move
+CREATE TABLE tickets_p (region text, id int, status text NOT NULL DEFAULT 'open',
+	PRIMARY KEY (region, id)) PARTITION BY LIST (region);
+CREATE TABLE tickets_p_eu PARTITION OF tickets_p FOR VALUES IN ('eu');
+CREATE TABLE tickets_p_us PARTITION OF tickets_p FOR VALUES IN ('us');
+CREATE CONSTRAINT TRIGGER ticket_machine AFTER INSERT OR UPDATE ON tickets_p
+	FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('ticket', 'status');
+INSERT INTO tickets_p (region, id) VALUES ('eu', 1);
+UPDATE tickets_p SET region = 'us';
+UPDATE tickets_p SET status = 'archived';
+SELECT err($$UPDATE tickets_p SET region = 'eu'$$) AS moved_out_of_initial;
+SELECT tableoid::regclass AS partition, * FROM tickets_p;
+DROP TABLE tickets_p;
+
 -- pg_dump keeps user machines (extension configuration), not agent_session
 SELECT c.relname, x.cond
   FROM pg_extension e,

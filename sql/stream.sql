@@ -89,6 +89,16 @@ SELECT (SELECT state FROM replay ORDER BY seq DESC LIMIT 1) = (SELECT state FROM
 SELECT seq, event->>'type' AS type FROM hx_stream_events('sessions:s-1', 2);
 SELECT seq FROM hx_stream_events('sessions:s-1', 0, 2);
 SELECT count(*) FROM hx_stream_events('nobody', 0);
+SELECT count(*) FROM hx_stream_events('sessions:s-1', 0, 0) AS none_asked;
+
+-- batched reads, for a follower of many streams: the last seq of each
+-- stream (0 before any event), the events after a seq of each, and the
+-- snapshots of many keys read together
+SELECT * FROM hx_stream_heads(ARRAY['sessions:s-1', 'run:42', 'nobody', NULL]);
+SELECT stream, seq, event->>'type' AS type
+  FROM hx_stream_events_after(ARRAY['sessions:s-1', 'run:42', 'nobody'], ARRAY[2, 0, 0]::int8[], 2);
+SELECT count(*) FROM hx_stream_events_after('{}', '{}') AS nothing_asked;
+SELECT key, stream, seq, state FROM hx_stream_snapshots('runs', ARRAY['42', '7']);
 
 -- channels: one per stream, within the 63 bytes of an identifier
 SELECT hx_stream_channel('sessions:s-42');
@@ -141,6 +151,10 @@ CREATE TRIGGER s1 AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream
 CREATE TRIGGER s2 AFTER UPDATE ON misuse FOR EACH ROW EXECUTE FUNCTION hx_stream('doc', 'id', 'stream=other');
 SELECT err($$SELECT * FROM hx_stream_snapshot('misuse', '1')$$);
 SELECT err($$SELECT * FROM hx_stream_snapshot('runs', 'not a number')$$);
+SELECT err($$SELECT * FROM hx_stream_snapshots('runs', ARRAY['42', 'not a number'])$$);
+SELECT err($$SELECT * FROM hx_stream_events('sessions:s-1', 0, -1)$$);
+SELECT err($$SELECT * FROM hx_stream_events_after(ARRAY['sessions:s-1'], ARRAY[0]::int8[], -1)$$);
+SELECT err($$SELECT * FROM hx_stream_events_after(ARRAY['sessions:s-1', 'run:42'], ARRAY[0]::int8[])$$);
 \pset tuples_only off
 \pset format aligned
 
@@ -269,6 +283,16 @@ SELECT stream, seq, type FROM hx_event WHERE stream IN ('ring:1', 'ring:3') ORDE
 SELECT * FROM hx_stream_snapshot('ring', '1');
 -- whatever the cutoff, each stream keeps its last event
 SELECT hx_stream_trim('0 seconds') AS trimmed;
+SELECT stream, seq FROM hx_event WHERE stream LIKE 'ring:%' ORDER BY stream, seq;
+-- intervals past the range of timestamps: nothing is that old, or
+-- everything is (and each stream still keeps its last event)
+UPDATE ring SET state = '{"n": 4}' WHERE id = 1;
+SELECT hx_stream_trim('100000000 days') AS nothing_that_old;
+SELECT hx_stream_trim('-100000000 days') AS all_but_last;
+SELECT stream, seq FROM hx_event WHERE stream LIKE 'ring:%' ORDER BY stream, seq;
+-- so does a cutoff in the future
+UPDATE ring SET state = '{"n": 5}' WHERE id = 2;
+SELECT hx_stream_trim('-2 days') AS all_but_last;
 SELECT stream, seq FROM hx_event WHERE stream LIKE 'ring:%' ORDER BY stream, seq;
 DROP TABLE ring;
 DELETE FROM hx_event;

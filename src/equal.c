@@ -223,109 +223,202 @@ scalar_hash(const JsonbValue *v)
 #define HASH_OBJECT_SEED	0x85ebca6bu
 
 /*
- * Hashes look this deep into a value and no deeper: a deeper container
- * hashes by its kind and size alone.  Equal values still hash equal, and
- * equality (which is iterative) settles collisions, so values nested as
- * deep as jsonb allows can be hashed without deep recursion.
+ * Hashing walks the whole value, depth first, with its own stack of the
+ * containers it is inside of: a value nested as deep as jsonb allows is
+ * hashed without deep recursion, and values that differ only far down
+ * still hash apart (a union of many such values stays linear).
+ *
+ * An array's hash folds its elements' in order; an object's adds up its
+ * members', so that the order in which members were added (an unpacked
+ * object keeps them unsorted) does not change it.
  */
-#define HASH_MAX_DEPTH		32
-
-static uint32
-container_hash(JsonbContainer *c, int depth)
+typedef struct HashFrame
 {
-	HxContainerIter it;
-	HxContainerIter vit;
-	int			count = JsonContainerSize(c);
-	uint32		h;
-	int			i;
+	HxNode	   *node;			/* an unpacked container; NULL: on disk */
+	bool		isobj;
+	int			next;			/* the next child to read */
+	int			count;			/* children (pairs, slots for HxNode) */
+	HxContainerIter it;			/* on disk: the keys, or the elements */
+	HxContainerIter vit;		/* on disk: an object's values */
+	uint32		h;				/* the hash so far */
+	uint32		keyhash;		/* the member being hashed: its key's */
+} HashFrame;
 
-	check_stack_depth();
+#define HASH_FRAMES_ON_STACK	8
 
-	if (JsonContainerIsArray(c))
+static void
+frame_init_binary(HashFrame *f, JsonbContainer *c)
+{
+	f->node = NULL;
+	f->isobj = JsonContainerIsObject(c);
+	f->next = 0;
+	f->count = JsonContainerSize(c);
+	f->h = (f->isobj ? HASH_OBJECT_SEED : HASH_ARRAY_SEED) ^ f->count;
+	f->keyhash = 0;
+	hx_citer_init(&f->it, c, 0);
+	if (f->isobj)
+		hx_citer_init(&f->vit, c, f->count);
+}
+
+static void
+frame_init_node(HashFrame *f, HxNode *n)
+{
+	f->node = n;
+	f->next = 0;
+	f->keyhash = 0;
+	if (n->kind == HX_ARRAY)
 	{
-		h = HASH_ARRAY_SEED ^ count;
-		if (depth >= HASH_MAX_DEPTH)
-			return h;
-		hx_citer_init(&it, c, 0);
-		for (i = 0; i < count; i++)
-		{
-			JsonbValue	v;
-
-			if ((i % EQUAL_INTERRUPT_STRIDE) == 0)
-				CHECK_FOR_INTERRUPTS();
-			hx_citer_next(&it, &v);
-			h = hash_combine(h, v.type == jbvBinary ?
-							 container_hash(v.val.binary.data, depth + 1) :
-							 scalar_hash(&v));
-		}
+		f->isobj = false;
+		f->count = n->u.arr.n;
+		f->h = HASH_ARRAY_SEED ^ n->u.arr.n;
 	}
 	else
 	{
-		h = HASH_OBJECT_SEED ^ count;
-		if (depth >= HASH_MAX_DEPTH)
-			return h;
-		hx_citer_init(&it, c, 0);
-		hx_citer_init(&vit, c, count);
-		for (i = 0; i < count; i++)
-		{
-			JsonbValue	k;
-			JsonbValue	v;
-
-			if ((i % EQUAL_INTERRUPT_STRIDE) == 0)
-				CHECK_FOR_INTERRUPTS();
-			hx_citer_next(&it, &k);
-			hx_citer_next(&vit, &v);
-			h += hash_combine(scalar_hash(&k), v.type == jbvBinary ?
-							  container_hash(v.val.binary.data, depth + 1) :
-							  scalar_hash(&v));
-		}
+		Assert(n->kind == HX_OBJECT);
+		f->isobj = true;
+		f->count = n->u.obj.n;
+		f->h = HASH_OBJECT_SEED ^ n->u.obj.nlive;
 	}
-	return h;
 }
 
-static uint32
-node_hash(HxNode *n, int depth)
+/*
+ * Read the next child of frame f (there is one: f->next < f->count).  A
+ * scalar: its hash in *hash, and true.  A container: false, with it in
+ * *node or *bin, to descend into.  A deleted member of an unpacked
+ * object: true with *skip set.
+ */
+static bool
+frame_next(HashFrame *f, uint32 *hash, HxNode **node, JsonbContainer **bin,
+		   bool *skip)
 {
-	uint32		h;
-	int			i;
-
-	check_stack_depth();
-
-	switch (n->kind)
+	*skip = false;
+	*node = NULL;
+	*bin = NULL;
+	if (f->node == NULL)
 	{
-		case HX_SCALAR:
-			return scalar_hash(&n->u.scalar);
-		case HX_BINARY:
-			return container_hash(n->u.bin.data, depth);
-		case HX_ARRAY:
-			h = HASH_ARRAY_SEED ^ n->u.arr.n;
-			if (depth >= HASH_MAX_DEPTH)
-				return h;
-			for (i = 0; i < n->u.arr.n; i++)
-				h = hash_combine(h, node_hash(n->u.arr.elems[i], depth + 1));
-			return h;
-		case HX_OBJECT:
-			h = HASH_OBJECT_SEED ^ n->u.obj.nlive;
-			if (depth >= HASH_MAX_DEPTH)
-				return h;
-			for (i = 0; i < n->u.obj.n; i++)
-			{
-				HxPair	   *p = &n->u.obj.pairs[i];
+		JsonbValue	v;
 
-				if (p->value)
-					h += hash_combine(hash_bytes((const unsigned char *) p->key,
-												 p->keylen),
-									  node_hash(p->value, depth + 1));
-			}
-			return h;
+		if (f->isobj)
+		{
+			JsonbValue	k;
+
+			hx_citer_next(&f->it, &k);
+			f->keyhash = scalar_hash(&k);
+			hx_citer_next(&f->vit, &v);
+		}
+		else
+			hx_citer_next(&f->it, &v);
+		f->next++;
+		if (v.type == jbvBinary)
+		{
+			*bin = v.val.binary.data;
+			return false;
+		}
+		*hash = scalar_hash(&v);
+		return true;
 	}
-	return 0;					/* keep compiler quiet */
+	else
+	{
+		HxNode	   *child;
+
+		if (f->isobj)
+		{
+			HxPair	   *p = &f->node->u.obj.pairs[f->next++];
+
+			if (p->value == NULL)
+			{
+				*skip = true;	/* a deleted member */
+				return true;
+			}
+			f->keyhash = hash_bytes((const unsigned char *) p->key, p->keylen);
+			child = p->value;
+		}
+		else
+			child = f->node->u.arr.elems[f->next++];
+		switch (child->kind)
+		{
+			case HX_SCALAR:
+				*hash = scalar_hash(&child->u.scalar);
+				return true;
+			case HX_BINARY:
+				*bin = child->u.bin.data;
+				return false;
+			default:
+				*node = child;
+				return false;
+		}
+	}
 }
 
 /* A hash consistent with hx_node_equal */
 uint32
 hx_node_hash(HxNode *n)
 {
-	return node_hash(n, 0);
+	HashFrame	local[HASH_FRAMES_ON_STACK];
+	HashFrame  *stack = local;
+	int			size = HASH_FRAMES_ON_STACK;
+	int			depth = 1;
+	uint64		steps = 0;
+
+	if (n->kind == HX_SCALAR)
+		return scalar_hash(&n->u.scalar);
+	if (n->kind == HX_BINARY)
+		frame_init_binary(&stack[0], n->u.bin.data);
+	else
+		frame_init_node(&stack[0], n);
+
+	for (;;)
+	{
+		HashFrame  *f = &stack[depth - 1];
+		uint32		hash;
+		HxNode	   *cnode;
+		JsonbContainer *cbin;
+		bool		skip;
+
+		if (f->next >= f->count)
+		{
+			/* f is done: fold its hash into its parent's */
+			hash = f->h;
+			if (--depth == 0)
+			{
+				if (stack != local)
+					pfree(stack);
+				return hash;
+			}
+			f = &stack[depth - 1];
+		}
+		else
+		{
+			if ((++steps % EQUAL_INTERRUPT_STRIDE) == 0)
+				CHECK_FOR_INTERRUPTS();
+			if (!frame_next(f, &hash, &cnode, &cbin, &skip))
+			{
+				/* descend */
+				if (depth == size)
+				{
+					if (stack == local)
+					{
+						stack = palloc(sizeof(HashFrame) * size * 2);
+						memcpy(stack, local, sizeof(HashFrame) * size);
+					}
+					else
+						stack = repalloc(stack, sizeof(HashFrame) * size * 2);
+					size *= 2;
+				}
+				if (cbin)
+					frame_init_binary(&stack[depth], cbin);
+				else
+					frame_init_node(&stack[depth], cnode);
+				depth++;
+				continue;
+			}
+			if (skip)
+				continue;
+		}
+		if (f->isobj)
+			f->h += hash_combine(f->keyhash, hash);
+		else
+			f->h = hash_combine(f->h, hash);
+	}
 }
 

@@ -88,27 +88,41 @@ StaticAssertDecl(lengthof(merge_op_names) == NUM_MERGE_OPS,
 /* ---------------------------------------------------------------------
  * Membership indexes
  *
- * An ElemSet is an open-addressing table of element positions, keyed by
- * the hash of each element (a union's set) or of its key member (upsert
- * and discard by key).  Every ElemSet of an array hangs off one entry of
- * a hash table keyed by the array node, in the tree's memory context.
+ * An ElemSet is an open-addressing table with one slot per distinct key
+ * of an array's elements: the element itself (a union's set) or its key
+ * member (upsert and discard by key).  A slot holds the key's hash, the
+ * first position at which the key occurs, and, when it occurs more than
+ * once, all its positions in ascending order.  Finding a key therefore
+ * compares it with one element per distinct key of equal hash, however
+ * many elements repeat it.  Every ElemSet of an array hangs off one entry
+ * of a hash table keyed by the array node, in the tree's memory context.
  * ---------------------------------------------------------------------
  */
-#define POS_EMPTY		0		/* positions[] holds position + 1 */
+#define POS_EMPTY		0		/* firsts[] holds position + 1 */
 #define POS_DELETED		(-1)
+
+/* Every position of a key that occurs more than once, ascending */
+typedef struct PosList
+{
+	int			n;
+	int			cap;
+	int			pos[FLEXIBLE_ARRAY_MEMBER];
+} PosList;
 
 typedef struct ElemSet
 {
 	struct ElemSet *next;		/* the array's other indexes */
 	MemoryContext cxt;			/* the tree's: where the table lives */
+	MemoryContext scratch;		/* where keys are read and compared */
 	const char *key;			/* the key member; NULL: the element itself */
 	int			keylen;
 	uint32		edits;			/* the array's edits counter when in sync */
 	int			nindexed;		/* elements [0, nindexed) are indexed */
 	uint32	   *hashes;
-	int		   *positions;
+	int		   *firsts;			/* first position + 1, or POS_EMPTY/DELETED */
+	PosList   **dups;			/* a repeated key's positions, or NULL */
 	uint32		mask;
-	int			used;			/* entries, including deleted ones */
+	int			used;			/* slots, including deleted ones */
 } ElemSet;
 
 typedef struct MemoEntry
@@ -158,96 +172,204 @@ elemset_alloc(ElemSet *set, int expected)
 	while (size < (uint32) expected * 2)
 		size *= 2;
 	set->hashes = MemoryContextAllocHuge(set->cxt, sizeof(uint32) * size);
-	set->positions = MemoryContextAllocHuge(set->cxt, sizeof(int) * size);
-	memset(set->positions, 0, sizeof(int) * size);
+	set->firsts = MemoryContextAllocHuge(set->cxt, sizeof(int) * size);
+	set->dups = MemoryContextAllocHuge(set->cxt, sizeof(PosList *) * size);
+	memset(set->firsts, 0, sizeof(int) * size);
+	memset(set->dups, 0, sizeof(PosList *) * size);
 	set->mask = size - 1;
 	set->used = 0;
 }
 
-static void elemset_add(ElemSet *set, uint32 hash, int pos);
-
-/* A table twice as big (or as big, to drop deleted entries) */
+/* Free the table, and the position lists it points to */
 static void
-elemset_rehash(ElemSet *set, int expected)
+elemset_free(ElemSet *set)
 {
-	uint32		oldsize = set->mask + 1;
-	uint32	   *hashes = set->hashes;
-	int		   *positions = set->positions;
 	uint32		i;
 
-	elemset_alloc(set, expected);
-	for (i = 0; i < oldsize; i++)
-		if (positions[i] > 0)
-			elemset_add(set, hashes[i], positions[i] - 1);
-	pfree(hashes);
-	pfree(positions);
-}
-
-static void
-elemset_add(ElemSet *set, uint32 hash, int pos)
-{
-	uint32		h;
-
-	if ((uint32) (set->used + 1) * 2 > set->mask + 1)
-		elemset_rehash(set, set->used + 1);
-	h = hash & set->mask;
-	while (set->positions[h] != POS_EMPTY)
-		h = (h + 1) & set->mask;
-	set->hashes[h] = hash;
-	set->positions[h] = pos + 1;
-	set->used++;
-}
-
-/* Forget the entry of position pos, whose key hashes to hash */
-static void
-elemset_delete(ElemSet *set, uint32 hash, int pos)
-{
-	uint32		h = hash & set->mask;
-
-	while (set->positions[h] != POS_EMPTY)
-	{
-		if (set->positions[h] == pos + 1)
-		{
-			set->positions[h] = POS_DELETED;
-			return;
-		}
-		h = (h + 1) & set->mask;
-	}
-	elog(ERROR, "hx_merge: element %d is missing from its membership index", pos);
+	for (i = 0; i <= set->mask; i++)
+		if (set->dups[i])
+			pfree(set->dups[i]);
+	pfree(set->hashes);
+	pfree(set->firsts);
+	pfree(set->dups);
 }
 
 /*
- * The first (lowest) position of an element whose key equals key, or -1.
- * Runs in the scratch context: keys of on-disk elements are read into
- * temporary nodes.
+ * Put a slot for a key not in the table into the first free place of its
+ * probe sequence, reusing a deleted slot there: a key deleted and added
+ * again and again (an upsert replacing the same element) keeps one slot.
  */
-static int
-elemset_find(ElemSet *set, uint32 hash, HxNode *key, HxNode *arr)
+static void
+slot_put(ElemSet *set, uint32 hash, int first, PosList *dups)
 {
 	uint32		h = hash & set->mask;
-	int			found = -1;
 
-	while (set->positions[h] != POS_EMPTY)
+	while (set->firsts[h] > 0)
+		h = (h + 1) & set->mask;
+	if (set->firsts[h] == POS_EMPTY)
+		set->used++;
+	else if (set->dups[h])
+		pfree(set->dups[h]);	/* left by discard */
+	set->hashes[h] = hash;
+	set->firsts[h] = first;
+	set->dups[h] = dups;
+}
+
+/* Make room for one more slot: a table twice as big, or as big without
+ * its deleted slots */
+static void
+elemset_reserve(ElemSet *set)
+{
+	uint32		oldsize = set->mask + 1;
+	uint32	   *hashes = set->hashes;
+	int		   *firsts = set->firsts;
+	PosList   **dups = set->dups;
+	int			live = 0;
+	uint32		i;
+
+	if ((uint32) (set->used + 1) * 2 <= oldsize)
+		return;
+	for (i = 0; i < oldsize; i++)
+		if (firsts[i] > 0)
+			live++;
+	elemset_alloc(set, live + 1);
+	for (i = 0; i < oldsize; i++)
 	{
-		int			pos = set->positions[h] - 1;
+		if (firsts[i] > 0)
+			slot_put(set, hashes[i], firsts[i], dups[i]);
+		else if (dups[i])
+			pfree(dups[i]);
+	}
+	pfree(hashes);
+	pfree(firsts);
+	pfree(dups);
+}
 
-		if (set->positions[h] > 0 && set->hashes[h] == hash &&
-			(found < 0 || pos < found))
+/*
+ * The slot of key, or -1.  Keys of on-disk elements are read into
+ * temporary nodes: call in the scratch context.
+ */
+static int
+elemset_slot(ElemSet *set, uint32 hash, HxNode *key, HxNode *arr)
+{
+	uint32		h = hash & set->mask;
+
+	while (set->firsts[h] != POS_EMPTY)
+	{
+		if (set->firsts[h] > 0 && set->hashes[h] == hash)
 		{
-			HxNode	   *ekey = elem_key(set, arr->u.arr.elems[pos]);
+			HxNode	   *ekey = elem_key(set, arr->u.arr.elems[set->firsts[h] - 1]);
 
 			if (ekey && hx_node_equal(ekey, key))
-				found = pos;
+				return (int) h;
 		}
 		h = (h + 1) & set->mask;
 	}
-	return found;
+	return -1;
+}
+
+/* The first (lowest) position of an element whose key equals key, or -1 */
+static int
+elemset_find(ElemSet *set, uint32 hash, HxNode *key, HxNode *arr)
+{
+	int			h = elemset_slot(set, hash, key, arr);
+
+	return h < 0 ? -1 : set->firsts[h] - 1;
+}
+
+/* The index of pos in a position list, or where it would go */
+static int
+poslist_search(const PosList *l, int pos)
+{
+	int			lo = 0;
+	int			hi = l->n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (l->pos[mid] < pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Record that the element at pos (not yet recorded) has key key */
+static void
+elemset_add(ElemSet *set, uint32 hash, HxNode *key, int pos, HxNode *arr)
+{
+	int			h = elemset_slot(set, hash, key, arr);
+	PosList    *l;
+	int			at;
+
+	if (h < 0)
+	{
+		elemset_reserve(set);
+		slot_put(set, hash, pos + 1, NULL);
+		return;
+	}
+	l = set->dups[h];
+	if (l == NULL)
+	{
+		l = MemoryContextAlloc(set->cxt, offsetof(PosList, pos) + sizeof(int) * 4);
+		l->n = 1;
+		l->cap = 4;
+		l->pos[0] = set->firsts[h] - 1;
+	}
+	else if (l->n == l->cap)
+	{
+		l->cap *= 2;
+		l = repalloc_huge(l, offsetof(PosList, pos) + sizeof(int) * (Size) l->cap);
+	}
+	at = poslist_search(l, pos);
+	Assert(at == l->n || l->pos[at] != pos);
+	memmove(&l->pos[at + 1], &l->pos[at], sizeof(int) * (l->n - at));
+	l->pos[at] = pos;
+	l->n++;
+	set->dups[h] = l;
+	set->firsts[h] = l->pos[0] + 1;
+}
+
+/*
+ * Forget that the element at pos has key key.  Call before the element
+ * changes: it may be the one that key is compared with.
+ */
+static void
+elemset_delete(ElemSet *set, uint32 hash, HxNode *key, int pos, HxNode *arr)
+{
+	int			h = elemset_slot(set, hash, key, arr);
+	PosList    *l;
+	int			at;
+
+	if (h < 0)
+		elog(ERROR, "hx_merge: element %d is missing from its membership index", pos);
+	l = set->dups[h];
+	if (l == NULL)
+	{
+		Assert(set->firsts[h] == pos + 1);
+		set->firsts[h] = POS_DELETED;
+		return;
+	}
+	at = poslist_search(l, pos);
+	if (at == l->n || l->pos[at] != pos)
+		elog(ERROR, "hx_merge: element %d is missing from its membership index", pos);
+	memmove(&l->pos[at], &l->pos[at + 1], sizeof(int) * (l->n - at - 1));
+	l->n--;
+	set->firsts[h] = l->pos[0] + 1;
+	if (l->n == 1)
+	{
+		pfree(l);
+		set->dups[h] = NULL;
+	}
 }
 
 /* Index elements [nindexed, n) of arr: the appends since the last sync */
 static void
 elemset_index_tail(ElemSet *set, HxNode *arr)
 {
+	MemoryContext oldcxt = MemoryContextSwitchTo(set->scratch);
 	int			i;
 
 	for (i = set->nindexed; i < arr->u.arr.n; i++)
@@ -257,9 +379,10 @@ elemset_index_tail(ElemSet *set, HxNode *arr)
 		if ((i % MERGE_INTERRUPT_STRIDE) == 0)
 			CHECK_FOR_INTERRUPTS();
 		if (k)
-			elemset_add(set, hx_node_hash(k), i);
+			elemset_add(set, hx_node_hash(k), k, i, arr);
 	}
 	set->nindexed = arr->u.arr.n;
+	MemoryContextSwitchTo(oldcxt);
 }
 
 static MemoEntry *
@@ -296,7 +419,6 @@ elemset_for(MergeState *ms, MemoryContext treecxt, HxNode *arr,
 {
 	MemoEntry  *entry = memo_entry(ms, treecxt, arr);
 	ElemSet    *set;
-	MemoryContext oldcxt = MemoryContextSwitchTo(treecxt);
 
 	for (set = entry->sets; set; set = set->next)
 	{
@@ -307,8 +429,9 @@ elemset_for(MergeState *ms, MemoryContext treecxt, HxNode *arr,
 	}
 	if (set == NULL)
 	{
-		set = palloc0(sizeof(ElemSet));
+		set = MemoryContextAllocZero(treecxt, sizeof(ElemSet));
 		set->cxt = treecxt;
+		set->scratch = ms->scratch;
 		set->key = key;
 		set->keylen = keylen;
 		set->edits = arr->u.arr.edits;
@@ -318,15 +441,12 @@ elemset_for(MergeState *ms, MemoryContext treecxt, HxNode *arr,
 	}
 	else if (set->edits != arr->u.arr.edits)
 	{
-		pfree(set->hashes);
-		pfree(set->positions);
+		elemset_free(set);
 		elemset_alloc(set, arr->u.arr.n);
 		set->nindexed = 0;
 		set->edits = arr->u.arr.edits;
 	}
-	MemoryContextSwitchTo(ms->scratch);
 	elemset_index_tail(set, arr);
-	MemoryContextSwitchTo(oldcxt);
 	return set;
 }
 
@@ -341,6 +461,7 @@ replace_elem(MergeState *ms, HxNode *arr, int pos, HxNode *item)
 	uint32		before = arr->u.arr.edits;
 	HxNode	   *old = arr->u.arr.elems[pos];
 	ElemSet    *set;
+	MemoryContext oldcxt = MemoryContextSwitchTo(ms->scratch);
 
 	for (set = entry ? entry->sets : NULL; set; set = set->next)
 	{
@@ -349,14 +470,22 @@ replace_elem(MergeState *ms, HxNode *arr, int pos, HxNode *item)
 		if (set->edits != before || pos >= set->nindexed)
 			continue;
 		if ((k = elem_key(set, old)) != NULL)
-			elemset_delete(set, hx_node_hash(k), pos);
-		if ((k = elem_key(set, item)) != NULL)
-			elemset_add(set, hx_node_hash(k), pos);
+			elemset_delete(set, hx_node_hash(k), k, pos, arr);
 	}
+	MemoryContextSwitchTo(oldcxt);
 	hx_array_set(arr, pos, item);
+	MemoryContextSwitchTo(ms->scratch);
 	for (set = entry ? entry->sets : NULL; set; set = set->next)
-		if (set->edits == before)
-			set->edits = arr->u.arr.edits;
+	{
+		HxNode	   *k;
+
+		if (set->edits != before)
+			continue;
+		if (pos < set->nindexed && (k = elem_key(set, item)) != NULL)
+			elemset_add(set, hx_node_hash(k), k, pos, arr);
+		set->edits = arr->u.arr.edits;
+	}
+	MemoryContextSwitchTo(oldcxt);
 }
 
 /* ---------------------------------------------------------------------
@@ -701,27 +830,33 @@ op_discard(HxOpList *ops, MergeState *ms, MergeArgs *a)
 	for (i = 0; i < wanted->u.arr.n; i++)
 	{
 		HxNode	   *w = wanted->u.arr.elems[i];
-		uint32		hash;
-		uint32		h;
 		MemoryContext oldcxt;
+		int			h;
 
 		if (key != NULL && hx_node_is_null(w))
 			continue;			/* a null key matches nothing */
-		hash = hx_node_hash(w);
 		oldcxt = MemoryContextSwitchTo(ms->scratch);
-		for (h = hash & set->mask; set->positions[h] != POS_EMPTY;
-			 h = (h + 1) & set->mask)
-		{
-			int			pos = set->positions[h] - 1;
-			HxNode	   *ekey;
-
-			if (set->positions[h] < 0 || set->hashes[h] != hash || !keep[pos])
-				continue;
-			ekey = elem_key(set, arr->u.arr.elems[pos]);
-			if (ekey && hx_node_equal(ekey, w))
-				keep[pos] = false;
-		}
+		h = elemset_slot(set, hx_node_hash(w), w, arr);
 		MemoryContextSwitchTo(oldcxt);
+		if (h < 0)
+			continue;
+		if (set->dups[h])
+		{
+			PosList    *l = set->dups[h];
+			int			j;
+
+			for (j = 0; j < l->n; j++)
+				keep[l->pos[j]] = false;
+		}
+		else
+			keep[set->firsts[h] - 1] = false;
+
+		/*
+		 * Done with this key: a repeated wanted value finds nothing more.
+		 * The array loses an element, so the index is rebuilt before its
+		 * next use anyway.
+		 */
+		set->firsts[h] = POS_DELETED;
 	}
 	hx_array_retain(arr, keep);
 }

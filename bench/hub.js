@@ -16,7 +16,8 @@
 // through the PG* variables; works in a database of its own (HX_BENCH_DB,
 // default hx_bench_hub, recreated).  HX_BENCH_SECONDS (default 10) and
 // HX_BENCH_RATE (default 2000) set the run; HX_BENCH_STREAMS (default
-// "1000,10000") and HX_BENCH_TRANSPORTS (default "wal,listen") the cases.
+// "1000,10000") and HX_BENCH_TRANSPORTS (default "wal,listen") the cases;
+// HX_BENCH_POLL the hub's pollInterval (default: the hub's, 0: no polling).
 //
 //   node bench/hub.js
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
@@ -122,7 +123,8 @@ async function runCase(database, db, transport, streams, rate, seconds) {
   const keys = Array.from({ length: streams }, (_, k) => `s-${k + 1}`);
   gcNow();
   const heap0 = process.memoryUsage().heapUsed;
-  const hub = new HxHub({ pg: { database, application_name: 'hx-bench-hub' }, transport });
+  const pollInterval = process.env.HX_BENCH_POLL === undefined ? undefined : Number(process.env.HX_BENCH_POLL);
+  const hub = new HxHub({ pg: { database, application_name: 'hx-bench-hub' }, transport, pollInterval });
   await hub.start();
   const delivered = new Map(); // write id -> hrtime
   // one listener for every subscription: it costs the streams nothing each

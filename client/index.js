@@ -1,6 +1,12 @@
 'use strict';
-// hxstate-client: follow hxstate streams (AG-UI state events from
-// PostgreSQL LISTEN/NOTIFY, resumable from the event log without gaps).
+// hxstate-client: follow hxstate streams (AG-UI state events, resumable
+// from the event log without gaps), one (HxStream) or thousands (HxHub).
+//
+//   const { HxHub } = require('hxstate-client');
+//   const hub = new HxHub({ pg: { database: 'app' } });
+//   await hub.start();
+//   const sub = hub.follow({ table: 'sessions', key: 's-42' });
+//   sub.on('event', (event, state) => { ... });
 //
 //   const { HxStream } = require('hxstate-client');
 //   const stream = new HxStream({ table: 'sessions', key: 's-42' });
@@ -9,6 +15,7 @@
 //
 // See README.md for the API and the protocol.
 const { HxStream } = require('./lib/stream');
+const { HxHub, HxSubscription } = require('./lib/hub');
 const { applyEvent, isStreamEnd, STREAM_END } = require('./lib/apply');
 
-module.exports = { HxStream, applyEvent, isStreamEnd, STREAM_END };
+module.exports = { HxHub, HxSubscription, HxStream, applyEvent, isStreamEnd, STREAM_END };

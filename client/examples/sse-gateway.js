@@ -2,7 +2,8 @@
 // An AG-UI gateway: browsers GET /streams/<key> and receive the row's
 // AG-UI events as server-sent events, the current state first.  One
 // HxStream per key is shared by all browsers following that key and stopped
-// when the last one leaves.
+// when the last one leaves.  Given a hub (an HxHub the caller started), all
+// the keys' streams share its connections, however many keys are followed.
 //
 //   PGDATABASE=app node client/examples/sse-gateway.js      (port 8080, table sessions)
 //   curl -N localhost:8080/streams/s-42
@@ -12,13 +13,13 @@
 const http = require('node:http');
 const { HxStream } = require('..');
 
-function createGateway({ table = 'sessions', pg } = {}) {
+function createGateway({ table = 'sessions', pg, hub } = {}) {
   const follows = new Map(); // key -> { stream, ready, browsers: Set<res> }
 
   function follow(key) {
     let f = follows.get(key);
     if (!f) {
-      const stream = new HxStream({ pg, table, key });
+      const stream = new HxStream({ pg, table, key, hub });
       f = { stream, browsers: new Set() };
       stream.on('event', (event) => {
         for (const res of f.browsers) res.write(sse(event));
@@ -77,7 +78,12 @@ function sse(event) {
 module.exports = { createGateway };
 
 if (require.main === module) {
+  const { HxHub } = require('..');
   const port = Number(process.env.PORT || 8080);
-  createGateway({ table: process.env.HX_TABLE || 'sessions' })
-    .listen(port, () => console.log(`AG-UI gateway on http://localhost:${port}/streams/<key>`));
+  const hub = new HxHub(); // PG* variables; the WAL when the server allows it, else LISTEN
+  hub.on('transport', ({ transport, reason }) => console.log(`following over ${transport}${reason ? `: ${reason}` : ''}`));
+  hub.start().then(() => {
+    createGateway({ table: process.env.HX_TABLE || 'sessions', hub })
+      .listen(port, () => console.log(`AG-UI gateway on http://localhost:${port}/streams/<key>`));
+  });
 }

@@ -11,7 +11,12 @@
 #      bare pg_notify of a payload as long as the typical event, in the same
 #      statement; 8 clients; target >= 0.9;
 #   3. NOTIFY itself: the UPDATE with that bare pg_notify vs with no
-#      notification; 1, 8 and 32 clients; no target.
+#      notification; 1, 8 and 32 clients; no target;
+#   4. the transports, at 1, 8 and 32 clients: hx_stream with
+#      payload=none (log only) vs no trigger; the same with a hub following
+#      every stream over the WAL (bench/pgbench/follow.js) vs no trigger,
+#      target >= 0.7 at 32, and vs hx_stream over NOTIFY, target >= 2.5
+#      at 32.
 # Every transaction is the one statement of bench/pgbench/update.sql (or
 # update_notify.sql, the same plus pg_notify), autocommit, on a random one
 # of 1000 sessions (pgbench -n -M prepared -j 2).  The table is made anew
@@ -28,7 +33,7 @@
 # drift out of the ratios.  The
 # 8-client runs serve every scenario at once: one round runs guarded, bare,
 # stream and bare + pg_notify, so scenario 3 at 8 clients reuses the "bare"
-# runs of 1 and the pg_notify runs of 2.  40 runs: about 6 minutes.
+# runs of 1 and the pg_notify runs of 2.  88 runs: about 14 minutes.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,13 +46,14 @@ T=${HX_BENCH_PG_SECONDS:-8}
 REPS=${HX_BENCH_PG_REPS:-5}
 ROWS=1000
 THREADS=2
-PGBENCH=$HX_PG_BIN/pgbench
+PGBENCH=$(hx_bindir "$HX_PG_CONFIG")/pgbench
 SCRIPTS=$top/bench/pgbench
 
 work=$(mktemp -d)
 listener_pid=
 cleanup() {
 	if [ -n "$listener_pid" ]; then kill "$listener_pid" 2>/dev/null || true; fi
+	if [ -n "${follower_pid:-}" ]; then kill "$follower_pid" 2>/dev/null || true; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -60,6 +66,7 @@ hx_log "pgbench: building the database (bench/pgbench/setup.sql)"
 dropdb --if-exists "$DB" >/dev/null 2>&1
 createdb "$DB"
 psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -f "$SCRIPTS/setup.sql"
+sql "SELECT hx_stream_publication()" >/dev/null
 
 # update_notify.sql must be update.sql with only its select list changed
 if ! diff <(grep -v '^--' "$SCRIPTS/update.sql" | sed '$d') \
@@ -160,17 +167,38 @@ export PLEN
 # One run: configuration, script, clients
 # ---------------------------------------------------------------------
 # key: guarded | bare | stream | notify (bare table + update_notify.sql)
+#      | log (hx_stream payload=none) | wal (log, and a hub following every
+#      stream over the WAL: bench/pgbench/follow.js)
 start=$(date +%s)
 lost=0
 notified=0
+follower_pid=
+walfollowed=0
+walexpected=0
+follower_start() {	# transport $1; waits for "ready"
+	node "$SCRIPTS/follow.js" "$ROWS" "$1" "$work/expect" >"$work/follow.out" 2>"$work/follow.err" &
+	follower_pid=$!
+	local waited=0
+	until grep -q '^ready' "$work/follow.out"; do
+		if ! kill -0 "$follower_pid" 2>/dev/null || [ "$waited" -gt 3000 ]; then
+			cat "$work/follow.err" >&2
+			echo "bench/pgbench: the follower did not start" >&2
+			exit 1
+		fi
+		sleep 0.02
+		waited=$((waited + 1))
+	done
+}
 run() {
 	local key=$1 clients=$2 config script
 	case $key in
-		guarded | bare | stream) config=$key script=$SCRIPTS/update.sql ;;
+		guarded | bare | stream | log) config=$key script=$SCRIPTS/update.sql ;;
+		wal) config=log script=$SCRIPTS/update.sql ;;
 		notify) config=bare script=$SCRIPTS/update_notify.sql ;;
 	esac
 	reset_table "$config"
 	listener_signal USR2		# the INSERTs' snapshots delivered, counters zeroed
+	if [ "$key" = wal ]; then follower_start wal; fi
 
 	pgbench_run "$clients" "$T" "$script"
 
@@ -194,10 +222,28 @@ run() {
 	read -r received drain maxq < <(tail -n 1 "$work/listen.out" | node -e '
 		const s = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
 		console.log(s.received, s.drain_ms, `${(s.max_queue_usage * 100).toPrecision(2)}%`)')
-	if [ "$key" = stream ]; then
+	if [ "$key" = wal ]; then
+		local got
+		echo "$n" >"$work/expect"
+		kill -HUP "$follower_pid"
+		wait "$follower_pid" || true
+		follower_pid=
+		got=$(tail -n 1 "$work/follow.out")
+		read -r fgot fdrain ftransport fconn < <(echo "$got" | node -e '
+			const s = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
+			console.log(s.received, s.drain_ms, s.transport, s.connections)')
+		if [ "$ftransport" != wal ] || [ "$fgot" != "$n" ]; then
+			cat "$work/follow.err" >&2
+			echo "bench/pgbench: wal, $clients clients: $n transactions, the hub handed out $fgot deltas over $ftransport" >&2
+			exit 1
+		fi
+		walfollowed=$((walfollowed + fgot))
+		walexpected=$((walexpected + n))
+	fi
+	if [ "$key" = stream ] || [ "$key" = log ] || [ "$key" = wal ]; then
 		events=$(sql "SELECT count(*) FROM hx_event WHERE type = 'STATE_DELTA'")
 		if [ "$events" != "$n" ]; then
-			echo "bench/pgbench: stream, $clients clients: $n transactions but $events events logged" >&2
+			echo "bench/pgbench: $key, $clients clients: $n transactions but $events events logged" >&2
 			exit 1
 		fi
 	fi
@@ -218,7 +264,10 @@ run() {
 		printf ' (%s MISSING, waited %s ms)' $((expect - received)) "$drain"
 	fi
 	printf ', NOTIFY queue at most %s full' "$maxq"
-	if [ "$key" = stream ]; then printf '; %s events logged' "$events"; fi
+	if [ "$key" = stream ] || [ "$key" = log ] || [ "$key" = wal ]; then printf '; %s events logged' "$events"; fi
+	if [ "$key" = wal ]; then
+		printf '; the hub got all %s over the WAL (%s connections, the last %s ms after pgbench)' "$fgot" "$fconn" "$fdrain"
+	fi
 	printf ' (%s s so far)\n' $(($(date +%s) - start))
 }
 
@@ -237,6 +286,19 @@ done
 for c in 1 32; do
 	for ((r = 0; r < REPS; r++)); do
 		if ((r % 2)); then run notify "$c"; run bare "$c"; else run bare "$c"; run notify "$c"; fi
+	done
+done
+# the transports at 1, 8 and 32 clients: log only, and the WAL transport
+# with a hub attached, in turn with hx_stream over NOTIFY (the 8-client
+# bare and stream runs above serve as theirs)
+for c in 1 8 32; do
+	for ((r = 0; r < REPS; r++)); do
+		if [ "$c" = 8 ]; then tkeys=(log wal); else tkeys=(log wal stream); fi
+		if ((r % 2)); then
+			for ((i = ${#tkeys[@]} - 1; i >= 0; i--)); do run "${tkeys[i]}" "$c"; done
+		else
+			for k in "${tkeys[@]}"; do run "$k" "$c"; done
+		fi
 	done
 done
 
@@ -280,6 +342,11 @@ row "2 hx_stream vs pg_notify" 8 stream notify 0.9
 row "3 pg_notify vs none" 1 notify bare
 row "3 pg_notify vs none" 8 notify bare
 row "3 pg_notify vs none" 32 notify bare
+for c in 1 8 32; do
+	row "4 log only vs none" "$c" log bare
+	row "4 WAL + hub vs none" "$c" wal bare "$([ "$c" = 32 ] && echo 0.7)"
+	row "4 WAL + hub vs NOTIFY" "$c" wal stream "$([ "$c" = 32 ] && echo 2.5)"
+done
 
 cat <<EOF
 
@@ -312,6 +379,13 @@ The contenders (A vs B; ratio = A tps / B tps):
                   on the same channel, in the same statement.
   3 NOTIFY     A: the UPDATE plus that bare pg_notify (no trigger);
                B: the UPDATE alone (no trigger, no notification).
+  4 transports A: the table with hx_stream('state', 'session_id',
+                  'payload=none'): events logged, no NOTIFY ("log only");
+                  or the same with a hub (HxHub, bench/pgbench/follow.js)
+                  following all $ROWS streams over the WAL ("WAL + hub":
+                  pgoutput of the publication hxstate_events, a temporary
+                  slot, every delta handed out and counted);
+               B: no trigger, or hx_stream over NOTIFY (scenario 2's A).
   The 8-client runs serve all three: B of 1 is B of 3, B of 2 is A of 3.
   PostgreSQL takes one database-wide lock from queueing a transaction's
   notifications until its commit record is flushed, so notifying commits
@@ -326,10 +400,12 @@ channels and discards what arrives, as an application server would; after
 each run it is checked to have received one notification per notifying
 transaction (and hx_stream to have logged one event per transaction).
 Notifications that never reached the listener, over all runs: $lost of $notified.
+Deltas the WAL hub handed out, over all "WAL + hub" runs: $walfollowed of $walexpected committed.
 Highest pg_notification_queue_usage() seen (sampled every 100 ms): $(cut -f4 "$work/results.tsv" | sort -g | tail -n 1)
 (one 8 kB page of the 8 GB queue is 0.0001%: the listener kept up).
 tps are medians of $REPS runs of $T s; every run's tps, in the order run:
-$(for kc in "guarded 8" "bare 8" "stream 8" "notify 8" "bare 1" "notify 1" "bare 32" "notify 32"; do
+$(for kc in "guarded 8" "bare 8" "stream 8" "notify 8" "log 8" "wal 8" "bare 1" "notify 1" "log 1" "wal 1" "stream 1" \
+	"bare 32" "notify 32" "log 32" "wal 32" "stream 32"; do
 	# shellcheck disable=SC2086
 	printf '  %-7s %2s clients: %s\n' $kc "$(samples $kc)"
 done)

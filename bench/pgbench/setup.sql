@@ -11,7 +11,9 @@
 --            hx_slot_guard('pending_tool'), hx_phase_guard('agent_session');
 --   stream   the README's stream trigger alone: AFTER INSERT OR UPDATE OR
 --            DELETE ... FOR EACH ROW EXECUTE FUNCTION hx_stream('state',
---            'session_id').
+--            'session_id');
+--   log      the same with 'payload=none': events logged, no NOTIFY (what
+--            the logical replication transport follows).
 -- The triggers are attached before the rows go in, as an application would
 -- have them: the guards check the inserts, and a stream's log starts with
 -- each session's STATE_SNAPSHOT (seq 1), as it would in production.  The
@@ -43,7 +45,7 @@ $f$;
 CREATE FUNCTION bench_pg_reset(config text, nrows int) RETURNS void
 LANGUAGE plpgsql SET client_min_messages = warning AS $f$
 BEGIN
-	IF config NOT IN ('bare', 'guarded', 'stream') THEN
+	IF config NOT IN ('bare', 'guarded', 'stream', 'log') THEN
 		RAISE EXCEPTION 'unknown configuration %', config;
 	END IF;
 	TRUNCATE hx_event;
@@ -69,6 +71,9 @@ BEGIN
 	ELSIF config = 'stream' THEN
 		CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
 			FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id');
+	ELSIF config = 'log' THEN
+		CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
+			FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id', 'payload=none');
 	END IF;
 	INSERT INTO sessions (session_id, user_id, project_id, state)
 		SELECT 's-' || lpad(i::text, 4, '0'), 'u-' || (i % 97), 'prj_' || lpad(i::text, 4, '0'),
@@ -82,7 +87,7 @@ $f$;
 CREATE FUNCTION bench_pg_config() RETURNS text LANGUAGE sql AS $f$
 	SELECT CASE string_agg(p.proname, ',' ORDER BY p.proname)
 		WHEN 'hx_lock_once,hx_phase_guard,hx_slot_guard' THEN 'guarded'
-		WHEN 'hx_stream' THEN 'stream'
+		WHEN 'hx_stream' THEN CASE WHEN bool_or(encode(t.tgargs, 'escape') LIKE '%payload=none%') THEN 'log' ELSE 'stream' END
 		ELSE coalesce(string_agg(p.proname, ',' ORDER BY p.proname), 'bare') END
 	FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
 	WHERE t.tgrelid = to_regclass('sessions') AND NOT t.tgisinternal

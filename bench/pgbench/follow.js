@@ -1,0 +1,70 @@
+'use strict';
+// bench/pgbench/follow.js: the follower of bench/pgbench.sh's "wal" and
+// "listen" runs: one HxHub (client/) following every session's stream, as
+// a gateway would, over the transport given.  It is started after the
+// table is made anew and before pgbench, and stopped after the run.
+//
+//   node bench/pgbench/follow.js NROWS TRANSPORT EXPECT_FILE
+//
+// TRANSPORT is "wal" (the logical replication transport: the writers take
+// no NOTIFY lock) or "listen".  Subscriptions keep no state (state: false):
+// the hub decodes, orders and hands out every event, and the benchmark
+// measures what following costs the writers, not JSON Patch in Node.
+// Prints "ready <transport> <connections>" once every subscription has its
+// snapshot; on SIGHUP reads from EXPECT_FILE how many STATE_DELTA events
+// the run committed, waits until it has handed them all out (at most 20 s),
+// prints {received, drain_ms, transport, connections, resyncs} as JSON,
+// stops the hub and exits.
+const fs = require('node:fs');
+const path = require('node:path');
+const { HxHub } = require(path.join(__dirname, '..', '..', 'client'));
+
+const NROWS = Number(process.argv[2] || 1000);
+const TRANSPORT = process.argv[3] || 'wal';
+const EXPECT_FILE = process.argv[4];
+const DATABASE = process.env.HX_BENCH_PG_DB || 'hxstate_pgbench';
+
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+async function main() {
+  const hub = new HxHub({
+    pg: { database: DATABASE },
+    transport: TRANSPORT,
+    applicationName: 'hx_bench_follower',
+  });
+  let received = 0;
+  hub.on('error', (err) => console.error('follow.js:', err.message));
+  await hub.start();
+
+  const subs = [];
+  for (let i = 1; i <= NROWS; i++) {
+    const sub = hub.follow({ table: 'sessions', key: `s-${String(i).padStart(4, '0')}` }, { state: false });
+    sub.on('event', (event) => {
+      if (event.type === 'STATE_DELTA') received++;
+    });
+    subs.push(sub);
+  }
+  await Promise.all(subs.map((s) => s.ready));
+  process.stdout.write(`ready ${hub.transport} ${hub.stats.connections}\n`);
+
+  process.on('SIGHUP', async () => {
+    const expect = Number(fs.readFileSync(EXPECT_FILE, 'utf8').trim());
+    const t0 = Date.now();
+    while (received < expect && Date.now() - t0 < 20000) await sleep(10);
+    const drainMs = Date.now() - t0;
+    process.stdout.write(`${JSON.stringify({
+      received,
+      drain_ms: drainMs,
+      transport: hub.transport,
+      connections: hub.stats.maxConnections,
+      resyncs: hub.stats.resyncs,
+    })}\n`);
+    await hub.stop();
+    process.exit(0);
+  });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

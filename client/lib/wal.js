@@ -1,0 +1,179 @@
+'use strict';
+// The WAL transport: hx_event's inserts, decoded from the write-ahead log
+// by pgoutput over a replication connection (a pg.Client with
+// replication: 'database').
+//
+//   CREATE_REPLICATION_SLOT <name> TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT
+//   START_REPLICATION SLOT <name> LOGICAL 0/0 (proto_version '1', publication_names '"<pub>"')
+//
+// A temporary slot belongs to its connection: the server drops it when the
+// walsender exits (the connection closes, the process dies, or an
+// administrator terminates it), so a follower that is gone retains no WAL.
+// The price is that a slot cannot be resumed: after any reconnect the hub
+// makes a new slot and catches every stream up from the log by seq.
+//
+// Every transaction that commits after the slot's consistent point (the
+// moment CREATE_REPLICATION_SLOT returns) is streamed, in commit order,
+// once it has committed; so a snapshot read after that moment plus the
+// streamed events misses nothing, which is the same guarantee LISTEN gives
+// a client that LISTENs before it reads.
+//
+// node-postgres has no API for CopyBoth: START_REPLICATION is sent as an
+// ordinary query that stays active while the stream runs; the server's
+// CopyData messages reach the connection's 'copyData' event, and standby
+// status updates go out with connection.sendCopyFromChunk().
+const crypto = require('node:crypto');
+const { parseCopyData, standbyStatus, PgOutputDecoder } = require('./pgoutput');
+
+/** A relation that is the event log (or one of its partitions, when the
+ * publication does not publish via the root): the positions of the columns
+ * the follower reads. */
+function logColumns(relation, schema) {
+  if (relation.schema !== schema) return null;
+  if (relation.name !== 'hx_event' && !/^hx_event_\d+$/.test(relation.name)) return null;
+  const stream = relation.columns.indexOf('stream');
+  const seq = relation.columns.indexOf('seq');
+  const event = relation.columns.indexOf('event');
+  if (stream < 0 || seq < 0 || event < 0) return null;
+  return { stream, seq, event };
+}
+
+class WalStream {
+  /**
+   * @param {import('pg').Client} client a connected replication connection
+   * @param {object} o
+   * @param {string} o.publication the publication of hx_event's inserts
+   * @param {string} o.schema the extension's schema (where hx_event is)
+   * @param {number} o.statusInterval ms between standby status updates
+   * @param {(stream: Buffer, seq: Buffer, event: Buffer) => void} o.onInsert
+   *   one insert into the log, columns as text
+   * @param {(err: Error) => void} o.onError the stream failed or ended
+   */
+  constructor(client, o) {
+    this.client = client;
+    this.publication = o.publication;
+    this.schema = o.schema;
+    this.statusInterval = o.statusInterval;
+    this.onInsert = o.onInsert;
+    this.onError = o.onError;
+    this.slot = null;
+    this.consistentPoint = null;
+    this.decoder = new PgOutputDecoder();
+    this.lsn = 0n;           // what we confirm: the end of the last commit we processed
+    this.inTransaction = false;
+    this.closed = false;
+    this.streaming = null;   // the START_REPLICATION query, active while streaming
+    this.timer = null;
+    this.stats = { messages: 0, inserts: 0, keepalives: 0, statusUpdates: 0 };
+    this._onCopyData = (msg) => this._receive(msg.chunk);
+  }
+
+  /** Create the temporary slot; from its consistent point on, every commit will be streamed. */
+  async createSlot() {
+    // slot names: lower case letters, digits and underscores, 63 at most
+    this.slot = `hx_${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
+    const { rows } = await this.client.query(
+      `CREATE_REPLICATION_SLOT ${this.slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT`);
+    this.consistentPoint = rows[0] && rows[0].consistent_point;
+    return this.slot;
+  }
+
+  /** Start streaming; failures and the end of the stream go to onError. */
+  start() {
+    const pub = this.client.escapeLiteral(this.client.escapeIdentifier(this.publication));
+    this.client.connection.on('copyData', this._onCopyData);
+    this.streaming = this.client.query(
+      `START_REPLICATION SLOT ${this.slot} LOGICAL 0/0 (proto_version '1', publication_names ${pub})`);
+    this.streaming.then(() => this._fail(new Error('hxstate: the replication stream ended')),
+      (err) => this._fail(err));
+    this.timer = setInterval(() => this._status(false), this.statusInterval);
+  }
+
+  close() {
+    this.closed = true;
+    clearInterval(this.timer);
+    this.timer = null;
+    this.client.connection.removeListener('copyData', this._onCopyData);
+  }
+
+  /**
+   * End the stream the polite way: CopyDone, to which the server answers
+   * CopyDone and ends the command, so that the connection can then close
+   * with a Terminate (the backend leaves pg_stat_activity before its
+   * socket closes).  Resolves when the server has answered, or after ms.
+   */
+  async finish(ms) {
+    const streaming = this.streaming;
+    this.close();
+    if (!streaming) return;
+    let timer;
+    try {
+      this.client.connection.endCopyFrom();
+      await Promise.race([streaming.then(() => {}, () => {}),
+        new Promise((resolve) => { timer = setTimeout(resolve, ms); })]);
+    } catch (err) {
+      // the connection is gone already
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  _fail(err) {
+    if (this.closed) return;
+    this.close();
+    this.onError(err);
+  }
+
+  _status(replyRequested) {
+    if (this.closed) return;
+    this.stats.statusUpdates++;
+    this.client.connection.sendCopyFromChunk(standbyStatus(this.lsn, Date.now(), replyRequested));
+  }
+
+  _receive(chunk) {
+    if (this.closed) return;
+    try {
+      const msg = parseCopyData(chunk);
+      if (msg.tag === 'w') {
+        this.stats.messages++;
+        this._message(this.decoder.decode(msg.data));
+      } else if (msg.tag === 'k') {
+        this.stats.keepalives++;
+        // between transactions, everything up to walEnd has been sent to us
+        if (!this.inTransaction && msg.walEnd > this.lsn) this.lsn = msg.walEnd;
+        // the server closes a connection that does not answer this within wal_sender_timeout
+        if (msg.replyRequested) this._status(false);
+      }
+    } catch (err) {
+      this._fail(err);
+    }
+  }
+
+  _message(m) {
+    switch (m.tag) {
+      case 'B':
+        this.inTransaction = true;
+        break;
+      case 'C':
+        this.inTransaction = false;
+        if (m.endLsn > this.lsn) this.lsn = m.endLsn;
+        break;
+      case 'R':
+        m.relation.log = logColumns(m.relation, this.schema);
+        break;
+      case 'I': {
+        const cols = m.relation.log;
+        if (!cols) break;
+        this.stats.inserts++;
+        const v = m.values;
+        // the log's columns are NOT NULL
+        if (v[cols.stream] && v[cols.seq] && v[cols.event]) this.onInsert(v[cols.stream], v[cols.seq], v[cols.event]);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+module.exports = { WalStream, logColumns };

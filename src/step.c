@@ -150,10 +150,18 @@ hx_promote(PG_FUNCTION_ARGS)
 
 		if (TransactionIdIsCurrentTransactionId(xmin) && cmin >= statement_cid)
 		{
-			/* this statement promoted it: the same writes again */
+			/*
+			 * This statement promoted it: the same writes again.  They are
+			 * read as stored, maybe compressed: copied out of SPI's memory
+			 * as they are, and decompressed only after SPI_finish, in the
+			 * caller's memory (decompressed within SPI, they would be
+			 * freed with it).
+			 */
 			Datum		d = SPI_getbinval(tup, desc, 4, &isnull);
 
-			result = DatumGetJsonbP(SPI_datumTransfer(d, false, -1));
+			d = SPI_datumTransfer(d, false, -1);
+			SPI_finish();
+			PG_RETURN_JSONB_P(DatumGetJsonbP(d));
 		}
 		else
 		{
@@ -176,7 +184,7 @@ hx_promote(PG_FUNCTION_ARGS)
 	run(psprintf("DELETE FROM %s.hx_step_call"
 				 " WHERE stream OPERATOR(pg_catalog.=) $1 AND step OPERATOR(pg_catalog.=) $2", nsp),
 		2, types, values, SPI_OK_DELETE);
-	result = DatumGetJsonbP(SPI_datumTransfer(JsonbPGetDatum(writes), false, -1));
+	result = (Jsonb *) DatumGetPointer(SPI_datumTransfer(JsonbPGetDatum(writes), false, -1));
 	SPI_finish();
 	PG_RETURN_JSONB_P(result);
 }

@@ -131,7 +131,11 @@ class HxStream extends EventEmitter {
     });
     this._listenHub('error', (err) => this._emitError(err));
     try {
-      await Promise.all([this._hub.start(), sub.ready]);
+      // the hub's own error first: a hub that fails to start stops its
+      // subscriptions, and that rejection of sub.ready would hide why
+      sub.ready.catch(() => {});
+      await this._hub.start();
+      await sub.ready;
     } catch (err) {
       const stopped = this._phase === 'stopped';
       await this.stop();

@@ -277,3 +277,14 @@ test('a key spelled differently from its type\'s output still names the row\'s s
     await stream.stop();
   }
 });
+
+test('start() that cannot connect rejects with the server\'s reason', async () => {
+  const { HxStream } = require('..');
+  const stream = new HxStream({ pg: { database: 'hx_no_such_database' }, table: 'sessions', key: 's-1' });
+  await assert.rejects(stream.start(), (err) => {
+    assert.equal(err.code, '3D000');
+    assert.match(err.message, /database "hx_no_such_database" does not exist/);
+    return true;
+  });
+  assert.equal(stream.connected, false);
+});

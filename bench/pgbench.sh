@@ -20,7 +20,7 @@
 # Every transaction is the one statement of bench/pgbench/update.sql (or
 # update_notify.sql, the same plus pg_notify), autocommit, on a random one
 # of 1000 sessions (pgbench -n -M prepared -j 2).  The table is made anew
-# (bench/pgbench/setup.sql), VACUUM ANALYZEd and CHECKPOINTed before every
+# (bench/pgbench/setup.sql, docs/sessions.sql), VACUUM ANALYZEd and CHECKPOINTed before every
 # run.  One listener (bench/pgbench/listen.js) stays connected throughout,
 # LISTENing on every session's channel and discarding what it gets; after
 # every run the script checks that it got one notification per notifying
@@ -66,6 +66,8 @@ hx_log "pgbench: building the database (bench/pgbench/setup.sql)"
 dropdb --if-exists "$DB" >/dev/null 2>&1
 createdb "$DB"
 psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -f "$SCRIPTS/setup.sql"
+psql -X -q -v ON_ERROR_STOP=1 -d "$DB" -f "$top/docs/sessions.sql" >/dev/null
+sql "SELECT bench_pg_keep_triggers()" >/dev/null
 sql "SELECT hx_stream_publication()" >/dev/null
 
 # update_notify.sql must be update.sql with only its select list changed

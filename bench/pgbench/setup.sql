@@ -1,17 +1,16 @@
 --
 -- bench/pgbench/setup.sql: the database of bench/pgbench.sh.
 --
--- bench_pg_reset(config, nrows) drops and makes anew the table "sessions"
--- of sql/sessions.sql (the README's session table), with the triggers of
--- one configuration, and fills it with nrows sessions:
+-- The table is the README's: docs/sessions.sql, loaded after this file
+-- (bench/pgbench.sh), its triggers then recorded in bench_pg_triggers and
+-- dropped.  bench_pg_reset(config, nrows) empties the table and attaches
+-- the triggers of one configuration, then fills it with nrows sessions:
 --   bare     no trigger at all;
---   guarded  the three guards exactly as the README attaches them:
---            CREATE CONSTRAINT TRIGGER ... AFTER INSERT OR UPDATE ... FOR
---            EACH ROW EXECUTE FUNCTION hx_lock_once('project_id'),
---            hx_slot_guard('pending_tool'), hx_phase_guard('agent_session');
---   stream   the README's stream trigger alone: AFTER INSERT OR UPDATE OR
---            DELETE ... FOR EACH ROW EXECUTE FUNCTION hx_stream('state',
---            'session_id');
+--   guarded  the three guards, exactly as docs/sessions.sql attaches them
+--            (hx_lock_once('project_id'), hx_slot_guard('pending_tool'),
+--            hx_phase_guard('agent_session'), as constraint triggers);
+--   stream   its stream trigger alone (hx_stream('state', 'session_id'),
+--            AFTER INSERT OR UPDATE OR DELETE);
 --   log      the same with 'payload=none': events logged, no NOTIFY (what
 --            the logical replication transport follows).
 -- The triggers are attached before the rows go in, as an application would
@@ -42,39 +41,49 @@ CREATE FUNCTION bench_pg_state(i int) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $f
 			FROM generate_series(1, 8) j))
 $f$;
 
+-- bench_pg_keep_triggers(): record docs/sessions.sql's triggers, then
+-- drop them (bench/pgbench.sh calls it once, after loading the file)
+CREATE TABLE bench_pg_triggers (name text PRIMARY KEY, func text NOT NULL, def text NOT NULL);
+CREATE FUNCTION bench_pg_keep_triggers() RETURNS void
+LANGUAGE plpgsql SET client_min_messages = warning AS $f$
+DECLARE
+	r record;
+BEGIN
+	INSERT INTO bench_pg_triggers
+		SELECT t.tgname, p.proname, pg_get_triggerdef(t.oid)
+		  FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+		 WHERE t.tgrelid = 'sessions'::regclass AND NOT t.tgisinternal;
+	FOR r IN SELECT name FROM bench_pg_triggers LOOP
+		EXECUTE format('DROP TRIGGER %I ON sessions', r.name);
+	END LOOP;
+END
+$f$;
+
 CREATE FUNCTION bench_pg_reset(config text, nrows int) RETURNS void
 LANGUAGE plpgsql SET client_min_messages = warning AS $f$
+DECLARE
+	r record;
 BEGIN
 	IF config NOT IN ('bare', 'guarded', 'stream', 'log') THEN
 		RAISE EXCEPTION 'unknown configuration %', config;
 	END IF;
+	FOR r IN SELECT tgname FROM pg_trigger WHERE tgrelid = 'sessions'::regclass AND NOT tgisinternal LOOP
+		EXECUTE format('DROP TRIGGER %I ON sessions', r.tgname);
+	END LOOP;
+	TRUNCATE sessions;
 	TRUNCATE hx_event;
-	DROP TABLE IF EXISTS sessions;
-	-- sql/sessions.sql's table, column for column
-	CREATE TABLE sessions (
-		session_id   text PRIMARY KEY,
-		user_id      text NOT NULL,
-		project_id   text,                              -- locked after assignment
-		phase        text NOT NULL DEFAULT 'chatting',  -- chatting|building|verifying|done
-		pending_tool jsonb,                             -- the tool_use in flight, if any
-		cancel_token text,
-		state        jsonb COMPRESSION lz4 NOT NULL DEFAULT '{}',
-		updated_at   timestamptz NOT NULL DEFAULT now()
-	);
-	IF config = 'guarded' THEN
-		CREATE CONSTRAINT TRIGGER project_locked AFTER INSERT OR UPDATE ON sessions
-			FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
-		CREATE CONSTRAINT TRIGGER one_tool_at_a_time AFTER INSERT OR UPDATE ON sessions
-			FOR EACH ROW EXECUTE FUNCTION hx_slot_guard('pending_tool');
-		CREATE CONSTRAINT TRIGGER phase_machine AFTER INSERT OR UPDATE ON sessions
-			FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
-	ELSIF config = 'stream' THEN
-		CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
-			FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id');
-	ELSIF config = 'log' THEN
-		CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
-			FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id', 'payload=none');
-	END IF;
+	FOR r IN SELECT * FROM bench_pg_triggers LOOP
+		IF config = 'guarded' AND r.func <> 'hx_stream' THEN
+			EXECUTE r.def;
+		ELSIF config = 'stream' AND r.func = 'hx_stream' THEN
+			EXECUTE r.def;
+		ELSIF config = 'log' AND r.func = 'hx_stream' THEN
+			IF right(r.def, 2) <> ''')' THEN
+				RAISE EXCEPTION 'unexpected trigger definition: %', r.def;
+			END IF;
+			EXECUTE left(r.def, -1) || ', ''payload=none'')';
+		END IF;
+	END LOOP;
 	INSERT INTO sessions (session_id, user_id, project_id, state)
 		SELECT 's-' || lpad(i::text, 4, '0'), 'u-' || (i % 97), 'prj_' || lpad(i::text, 4, '0'),
 			bench_pg_state(i)

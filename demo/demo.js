@@ -2,13 +2,19 @@
 // The hxstate demo: one agent session, told as it happens.  A frontend
 // patches the state, the user picks a project (then it is locked), the
 // build starts, a step runs three tools in parallel whose writes compose,
-// two tabs race to publish and cancel, and all the while a LISTEN client
-// prints every AG-UI event it receives and finally shows that the state it
-// rebuilt equals the row.  Run it with `bash demo/run`.
+// the next step stages its tools and one is retried (its items land once),
+// two tabs race to publish and cancel, and all the while a live client
+// follows the session through hxstate-gateway (server-sent events, as a
+// browser would), prints every AG-UI event it receives and finally shows
+// that the state it rebuilt equals the row.  The gateway also serves the
+// live view, whose URL the demo prints.  Run it with `bash demo/run`.
+const crypto = require('node:crypto');
 const fs = require('node:fs');
+const http = require('node:http');
 const path = require('node:path');
 const pg = require('pg');
-const { HxStream } = require('../client');
+const { applyEvent } = require('hxstate-client');
+const { createGateway, mintToken } = require('hxstate-gateway');
 const { canonical } = require('../test/js/helpers');
 
 const SESSION = 's-42';
@@ -56,6 +62,55 @@ async function run(client, text, params) {
   return client.query(text, params);
 }
 
+/** The gateway on HX_DEMO_PORT (default 8080; any free port if that one is taken). */
+async function startGateway() {
+  const secret = crypto.randomBytes(32).toString('hex');
+  const gateway = createGateway({ tables: ['sessions'], secret, log: () => {} });
+  await gateway.ready;
+  const server = http.createServer(gateway.handler);
+  const listen = (port) => new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  await listen(Number(process.env.HX_DEMO_PORT || 8080)).catch(() => listen(0));
+  const base = `http://localhost:${server.address().port}`;
+  const close = async () => {
+    server.close();
+    await gateway.close();
+    server.closeAllConnections();
+  };
+  return { gateway, base, secret, close };
+}
+
+/**
+ * A live client of the gateway, as a browser's EventSource is: GET the
+ * stream, apply each event (a snapshot replaces, a delta patches).
+ */
+function followOverSse(url, onEvent) {
+  const viewer = { state: null, seq: 0, events: 0 };
+  viewer.req = http.get(url, (res) => {
+    let buf = '';
+    res.setEncoding('utf8');
+    res.on('data', (chunk) => {
+      buf += chunk;
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const data = buf.slice(0, i).split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+        buf = buf.slice(i + 2);
+        if (!data) continue; // the retry field, or a heartbeat comment
+        const event = JSON.parse(data);
+        viewer.state = applyEvent(viewer.state, event);
+        viewer.seq = event.metadata.seq;
+        viewer.events++;
+        onEvent(event);
+      }
+    });
+  });
+  viewer.req.on('error', () => {});
+  viewer.stop = () => viewer.req.destroy();
+  return viewer;
+}
+
 async function main() {
   const db = new pg.Client();
   await db.connect();
@@ -67,14 +122,18 @@ async function main() {
   await db.query(fs.readFileSync(path.join(__dirname, '..', 'docs', 'sessions.sql'), 'utf8'));
   console.log('  (docs/sessions.sql, the table of the README\'s "Getting started")');
 
-  say(`A browser's gateway follows stream sessions:${SESSION} (LISTEN, snapshot, then events in seq order)`);
-  const viewer = new HxStream({ table: 'sessions', key: SESSION, pollInterval: 500 });
-  viewer.on('event', (event) => {
-    const what = event.metadata.synthetic ? 'initial snapshot' : event.type;
+  await db.query('SELECT hx_stream_publication()'); // the gateway follows the log over the WAL
+
+  const gw = await startGateway();
+  const token = mintToken(gw.secret, `sessions:${SESSION}`, { ttl: 3600 });
+  say(`hxstate-gateway serves the session (following over ${gw.gateway.hub.transport}); the live view, in a browser:`);
+  console.log(`  ${gw.base}/view/sessions/${SESSION}?token=${token}`);
+  say(`A live client follows sessions:${SESSION} through the gateway (server-sent events, as a browser does)`);
+  const viewer = followOverSse(`${gw.base}/streams/sessions/${SESSION}?token=${token}`, (event) => {
+    const what = event.metadata.synthetic ? 'current state' : event.type;
     console.log(`  ◀ live seq ${event.metadata.seq} ${what}: ${describe(event)}`);
   });
-  viewer.on('error', (err) => console.log(`  viewer error: ${err.message}`));
-  await viewer.start();
+  for (let i = 0; i < 100 && viewer.events === 0; i++) await sleep(50); // the current state first
   const settle = () => sleep(150);
 
   say('The user opens a chat');
@@ -131,6 +190,37 @@ async function main() {
   console.log(`  todos: ${merged.state.todos.map((t) => t.id).join(', ')}; tool_calls: ${merged.state.stats.tool_calls}; tags: ${merged.state.tags.join(', ')}`);
   await settle();
 
+  say('The next step stages its tools; the runtime retries one, and the step still lands once');
+  const step = [
+    ['toolu_a', 1, [{ op: 'append', path: '/todos', items: [{ id: 't4', text: 'add a contact form', done: false }] },
+      { op: 'increment', path: '/stats/tool_calls', by: 1 }]],
+    ['toolu_b', 2, [{ op: 'append', path: '/todos', items: [{ id: 't5', text: 'check the links', done: false }] },
+      { op: 'increment', path: '/stats/tool_calls', by: 1 }]],
+  ];
+  const stage = async ([call, ord, writes], note) => {
+    const text = `SELECT hx_stage('sessions:${SESSION}', 'step_2', '${call}', '${JSON.stringify(writes)}', ${ord})`;
+    console.log(`  ${call}> ${text}${note}`);
+    const { rows: [r] } = await db.query('SELECT hx_stage($1, $2, $3, $4, $5) AS staged',
+      [`sessions:${SESSION}`, 'step_2', call, JSON.stringify(writes), ord]);
+    console.log(`    staged: ${r.staged}`);
+  };
+  await stage(step[1], '');
+  await stage(step[0], '');
+  await stage(step[1], '  (the runtime timed out and delivers it again)');
+  console.log('  a retry that brings other writes is not a retry, and is refused:');
+  await refused(db, `SELECT hx_stage('sessions:${SESSION}', 'step_2', 'toolu_b', '[{"op":"increment","path":"/stats/tool_calls","by":5}]', 2)`);
+  const promote = `UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:${SESSION}', 'step_2')) WHERE session_id = $1`;
+  await run(db, promote, [SESSION]);
+  const seqOf = async () => (await db.query("SELECT seq FROM hx_stream_snapshot('sessions', $1)", [SESSION])).rows[0].seq;
+  const before = await seqOf();
+  console.log('  the runtime retries the promote too:');
+  await run(db, promote, [SESSION]);
+  console.log(`    the stream's seq stays at ${await seqOf()} (it was ${before}): the second promote applied nothing`);
+  const { rows: [promoted] } = await db.query('SELECT state FROM sessions WHERE session_id = $1', [SESSION]);
+  const ids = promoted.state.todos.map((t) => t.id);
+  console.log(`  todos: ${ids.join(', ')} (t5 once); tool_calls: ${promoted.state.stats.tool_calls}`);
+  await settle();
+
   say('The build is done; two tabs race: one publishes, the other cancels');
   await run(db, `UPDATE sessions SET phase = hx_next_phase('agent_session', phase, 'todo_done_build')
                  WHERE session_id = $1`, [SESSION]);
@@ -161,7 +251,14 @@ async function main() {
   const same = canonical(viewer.state) === canonical(row.state);
   console.log(`  row: phase ${row.phase}, project ${row.project_id}, last seq ${row.seq}`);
   console.log(`  viewer: seq ${viewer.seq}, state ${same ? 'equals' : 'DIFFERS FROM'} the row`);
-  await viewer.stop();
+  if (process.stdin.isTTY) {
+    say(`The live view stays up at ${gw.base}/view/sessions/${SESSION}?token=${token}`);
+    console.log('  press Enter to stop');
+    await new Promise((resolve) => process.stdin.once('data', resolve));
+    process.stdin.pause();
+  }
+  viewer.stop();
+  await gw.close();
   await db.end();
   if (!same || viewer.seq !== Number(row.seq) || !err) process.exitCode = 1;
 }

@@ -63,6 +63,8 @@ hx_missing_packages() {
 			ci)
 				command -v sqlsmith >/dev/null || missing+=(sqlsmith)
 				command -v valgrind >/dev/null || missing+=(valgrind)
+				# the gateway's browser test drives Debian's chromium (playwright-core)
+				[ -x /usr/bin/chromium ] || missing+=(chromium)
 				;;
 			long)
 				# the monitor's extension; pg_autoctl (/usr/bin) comes

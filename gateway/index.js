@@ -1,0 +1,12 @@
+'use strict';
+// hxstate-gateway: hxstate streams for browsers and @ag-ui/client, over
+// server-sent events, with a live view.  See README.md.
+//
+//   const { createGateway } = require('hxstate-gateway');
+//   const gateway = createGateway({ pg: process.env.DATABASE_URL, tables: ['sessions'], secret });
+//   http.createServer(gateway.handler).listen(8080);
+const { createGateway, Gateway } = require('./lib/gateway');
+const { mintToken, verifyToken, tokenAuthorizer, requestToken } = require('./lib/token');
+const { refusal } = require('./lib/frames');
+
+module.exports = { createGateway, Gateway, mintToken, verifyToken, tokenAuthorizer, requestToken, refusal };

@@ -1,0 +1,115 @@
+'use strict';
+// A real browser follows a session in the live view: Debian's chromium,
+// driven by playwright-core (never a downloaded browser).  The page loads
+// from the gateway alone, shows the row's state and its phase on the
+// machine, survives a server-side disconnect (the gateway closes every SSE
+// response and comes back on the same port; the page's EventSource
+// reconnects with Last-Event-ID and resumes with no snapshot), and ends
+// showing the row's final state.  A screenshot is kept under
+// test/artifacts/ as the run's record of what a person sees.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const t = require('./helpers');
+const { mintToken, tokenAuthorizer } = require('..');
+
+const DB = 'hx_gateway_browser';
+const KEY = 's-view';
+const STREAM = `sessions:${KEY}`;
+const CHROMIUM = process.env.HX_CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = path.join(__dirname, '..', '..', 'test', 'artifacts');
+
+let db;
+before(async () => {
+  db = await t.freshDatabase(DB);
+  await t.sessionsTable(db);
+  await db.query('SELECT hx_stream_publication()');
+});
+after(async () => { await db.end(); });
+
+test('chromium follows a session in the live view, across a server-side disconnect', {
+  skip: fs.existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (apt-get install chromium; test/provision --ci installs it)`,
+}, async (tt) => {
+  const { chromium } = require('playwright-core');
+  const lastEventIds = [];
+  const check = tokenAuthorizer(t.SECRET);
+  const options = {
+    appName: 'hx-gateway-browser',
+    secret: undefined,
+    // the tokens' rule, and a record of the Last-Event-ID each stream request carried
+    authorize: (req, target) => {
+      if (target.kind === 'stream') lastEventIds.push(req.headers['last-event-id'] || null);
+      return check(req, target);
+    },
+  };
+  let g = await t.startGateway(DB, options);
+  const port = g.port;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hx-chromium-'));
+  let context;
+  try {
+    await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ($1, 'u-7', $2)`,
+      [KEY, JSON.stringify({ messages: [{ role: 'user', text: 'build me a site' }], todos: [] })]);
+    context = await chromium.launchPersistentContext(dir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1280, height: 820 },
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+        '--disable-sync', '--no-first-run'],
+    });
+    const page = await context.newPage();
+    const outside = [];
+    page.on('request', (r) => { if (!r.url().startsWith(g.base)) outside.push(r.url()); });
+    await page.goto(`${g.base}/view/sessions/${KEY}?token=${mintToken(t.SECRET, STREAM)}`);
+    const view = () => page.evaluate(() => ({ ...window.hxView, machine: undefined }));
+    const reach = async (what) => {
+      const seq = await t.lastSeq(db, STREAM);
+      await t.waitFor(async () => (await view()).seq === seq, `the page to show seq ${seq} (${what})`);
+    };
+    await reach('the first snapshot');
+
+    const merge = (ops) => t.merge(db, 'sessions', KEY, ops);
+    await db.query("UPDATE sessions SET project_id = 'prj_8821', phase = hx_next_phase('agent_session', phase, 'start_build') WHERE session_id = $1", [KEY]);
+    await merge([{ op: 'append', path: '/todos', items: [{ id: 't1', text: 'scaffold', done: false }] }, { op: 'increment', path: '/stats/tool_calls', by: 1 }]);
+    await merge([{ op: 'append', path: '/todos', items: [{ id: 't2', text: 'deploy', done: false }] }, { op: 'increment', path: '/stats/tool_calls', by: 1 }]);
+    await reach('two deltas');
+    await t.waitFor(async () => (await view()).phase === 'building', 'the phase on the page');
+
+    // the gateway goes away and comes back; the page's EventSource reconnects by itself
+    await g.close();
+    await merge([{ op: 'replace', path: '/todos/0/done', value: true }, { op: 'replace', path: '/last_tool', value: 'scaffold' }]);
+    g = await t.startGateway(DB, options, port);
+    await merge([{ op: 'increment', path: '/stats/tool_calls', by: 1 }, { op: 'union', path: '/tags', items: ['web', 'landing'] }]);
+    await db.query("UPDATE sessions SET phase = hx_next_phase('agent_session', phase, 'todo_done_build') WHERE session_id = $1", [KEY]);
+    await reach('the events after the reconnect');
+    await t.waitFor(async () => (await view()).phase === 'verifying', 'the new phase on the page');
+
+    const v = await view();
+    assert.equal(v.opens, 2, 'the EventSource opened twice');
+    assert.equal(lastEventIds[0], null);
+    assert.ok(lastEventIds.some((id) => id !== null), `the reconnect carried Last-Event-ID (${lastEventIds})`);
+    assert.equal(v.snapshots, 1, 'the reconnect resumed with no snapshot');
+    assert.equal(v.errors, 0);
+    assert.equal(t.canonical(v.state), t.canonical(await t.rowState(db, 'sessions', KEY)), "the page's state is the row's");
+    // what a person sees: the tree, the events with their seqs, the phase on the machine
+    assert.equal(await page.textContent('#seq'), String(v.seq));
+    assert.equal(await page.locator('#events li').count(), v.events);
+    assert.equal(await page.getAttribute('#events li:first-child', 'data-seq'), String(v.seq));
+    assert.equal(await page.locator('svg .node.current').getAttribute('data-phase'), 'verifying');
+    assert.ok(await page.locator('svg .edge.taken[data-from="building"][data-to="verifying"]').count() === 1);
+    assert.ok((await page.textContent('#tree')).includes('"landing"'));
+    assert.ok(await page.locator('#tree .changed').count() > 0, 'the last change is highlighted');
+    assert.deepEqual(outside, [], 'nothing fetched from elsewhere');
+
+    fs.mkdirSync(ARTIFACTS, { recursive: true });
+    const shot = path.join(ARTIFACTS, 'gateway-live-view.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    tt.diagnostic(`screenshot: ${shot}`);
+    console.log(`screenshot of the live view: ${shot}`);
+  } finally {
+    if (context) await context.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    await g.close();
+  }
+});

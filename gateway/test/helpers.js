@@ -1,0 +1,110 @@
+'use strict';
+// What the gateway tests share (not a test file: node --test runs
+// gateway/test/*.test.js): a gateway in this process on a free port, an
+// SSE client that records every message (and can stop reading, as a slow
+// browser does), and the databases and waits of test/js/helpers.js.
+const http = require('node:http');
+const h = require('../../test/js/helpers');
+const { createGateway } = require('..');
+
+const SECRET = 'a test secret that is at least 32 bytes long';
+
+/** A gateway on database db, served by a node:http server on a free port. */
+async function startGateway(db, options = {}, port = 0) {
+  const gw = createGateway({
+    pg: { database: db, application_name: options.appName || 'hx-gateway-test' },
+    tables: ['sessions'],
+    secret: SECRET,
+    log: () => {},
+    ...options,
+  });
+  await gw.ready;
+  const server = http.createServer(gw.handler);
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const g = {
+    gw,
+    server,
+    port: server.address().port,
+    get base() { return `http://127.0.0.1:${this.port}`; },
+    async close() {
+      await gw.close();
+      await new Promise((resolve) => {
+        server.close(resolve);
+        server.closeAllConnections();
+      });
+    },
+  };
+  return g;
+}
+
+/** Parse SSE text blocks into messages {id, event, data, comment}; returns the rest. */
+function parseBlocks(buf, out) {
+  let i;
+  while ((i = buf.indexOf('\n\n')) >= 0) {
+    const block = buf.slice(0, i);
+    buf = buf.slice(i + 2);
+    const msg = {};
+    for (const line of block.split('\n')) {
+      const c = line.indexOf(':');
+      const field = c < 0 ? line : line.slice(0, c);
+      const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+      if (field === '') msg.comment = value;
+      else msg[field] = msg[field] === undefined ? value : `${msg[field]}\n${value}`;
+    }
+    if (msg.data !== undefined) msg.data = JSON.parse(msg.data);
+    out.push(msg);
+  }
+  return buf;
+}
+
+/**
+ * GET (or POST) url and record the response: status, headers, raw text,
+ * and the SSE messages (data parsed).  events() are the messages with data.
+ */
+function sse(url, { headers = {}, method = 'GET', body, agent } = {}) {
+  const c = { status: null, headers: null, text: '', messages: [], done: false, error: null };
+  let buf = '';
+  c.req = http.request(url, { method, headers, agent: agent || false }, (res) => {
+    c.res = res;
+    c.status = res.statusCode;
+    c.headers = res.headers;
+    res.setEncoding('utf8');
+    res.on('data', (chunk) => {
+      c.text += chunk;
+      buf = parseBlocks(buf + chunk, c.messages);
+    });
+    res.on('end', () => { c.done = true; });
+    res.on('close', () => { c.done = true; });
+  });
+  c.req.on('error', (err) => {
+    c.error = err;
+    c.done = true;
+  });
+  c.req.end(body);
+  c.events = () => c.messages.filter((m) => m.data !== undefined).map((m) => m.data);
+  c.close = () => c.req.destroy();
+  c.lastId = () => {
+    const withId = c.messages.filter((m) => m.id !== undefined);
+    return withId.length ? withId[withId.length - 1].id : null;
+  };
+  return c;
+}
+
+/** Wait until the client's response ended. */
+function ended(c, what) {
+  return h.waitFor(() => c.done, what || 'the response to end');
+}
+
+/** The state after the events handed out (applyEvent of hxstate-client). */
+function stateOf(events, from = null) {
+  const { applyEvent } = require('hxstate-client');
+  let state = from;
+  for (const e of events) state = applyEvent(state, e);
+  return state;
+}
+
+async function sessionsTable(db) {
+  await db.query(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', '..', 'docs', 'sessions.sql'), 'utf8'));
+}
+
+module.exports = { ...h, h, SECRET, startGateway, sse, ended, stateOf, parseBlocks, sessionsTable };

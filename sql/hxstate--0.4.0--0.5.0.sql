@@ -206,12 +206,19 @@ DROP TABLE @extschema@.hx_event_0_4;
 -- Trimming: whole days by TRUNCATE, the rest by DELETE.  Per stream,
 -- everything up to its last event older than the cutoff goes, so that
 -- what stays is a contiguous tail of the stream; its last event always
--- stays, since it carries the stream's seq.  A partition whose every day
--- is older than the cutoff is emptied at once: first the last event of
--- each stream that has none later is copied into today's partition (with
--- created_at now), then TRUNCATE.  Rows older than the cutoff in the
--- partition of the cutoff's own day are deleted row by row, as are those
--- of one stream when only_stream is given.
+-- stays, since it carries the stream's seq.  In this order:
+--   1. the partitions that are kept (today's, and those of the days from
+--      the cutoff's on) lose their rows older than the cutoff row by row,
+--      but for each stream's last event: only a stream's newest row older
+--      than the cutoff needs the probe for a later one (all partitions are
+--      kept when only_stream is given);
+--   2. the last event of each stream whose last event is in a partition
+--      to empty is copied into today's partition (created_at now), in one
+--      statement: per partition, each stream's greatest seq (one pass over
+--      its primary key), then one probe per stream for a later event;
+--   3. one TRUNCATE empties those partitions, last: its lock, which stops
+--      whoever would read them (a writer looking for a stream's last seq
+--      beyond today's partition), is held only from then to the commit.
 --
 CREATE OR REPLACE FUNCTION @extschema@.hx_stream_trim(older_than pg_catalog.interval,
                                                       only_stream pg_catalog.text DEFAULT NULL)
@@ -226,7 +233,10 @@ DECLARE
     newest bigint;
     part text;
     n bigint;
-    carried bigint;
+    carried bigint := 0;
+    emptied text[] := '{}';
+    emptied_rows bigint := 0;
+    kept text[] := '{}';
     trimmed bigint := 0;
 BEGIN
     IF older_than IS NULL THEN
@@ -246,43 +256,64 @@ BEGIN
     cutoff_day := CASE WHEN isfinite(cutoff)
                        THEN floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint
                        ELSE today + 1 END;
-    IF only_stream IS NULL THEN
-        FOR b IN 0 .. 7 LOOP
-            -- the newest day this partition can hold: the last day, up to
-            -- today, that is b modulo 8
-            newest := today - (((today - b) % 8 + 8) % 8);
-            -- today's partition, where last events are carried to, is
-            -- never emptied at once, even by a cutoff in the future
-            CONTINUE WHEN newest >= least(cutoff_day, today);
-            part := format('%I.%I', '@extschema@', 'hx_event_' || b);
+    FOR b IN 0 .. 7 LOOP
+        part := format('%I.%I', '@extschema@', 'hx_event_' || b);
+        -- the newest day this partition can hold: the last day, up to
+        -- today, that is b modulo 8; today's partition, where last events
+        -- are carried to, is never emptied at once, even by a cutoff in
+        -- the future
+        newest := today - (((today - b) % 8 + 8) % 8);
+        IF only_stream IS NULL AND newest < least(cutoff_day, today) THEN
             EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
-            CONTINUE WHEN n = 0;
-            EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event)
-                            SELECT e.stream, e.seq, e.type, e.event FROM %s e
-                             WHERE NOT EXISTS (SELECT 1 FROM %I.hx_event x
-                                                WHERE x.stream = e.stream AND x.seq > e.seq)',
-                           '@extschema@', part, '@extschema@');
-            GET DIAGNOSTICS carried = ROW_COUNT;
-            EXECUTE format('TRUNCATE %s', part);
-            trimmed := trimmed + n - carried;
-        END LOOP;
-    END IF;
+            IF n > 0 THEN
+                emptied := emptied || part;
+                emptied_rows := emptied_rows + n;
+            END IF;
+        ELSE
+            kept := kept || part;
+        END IF;
+    END LOOP;
 
-    WITH cut AS (
-        SELECT e.stream, max(e.seq) AS upto
-          FROM @extschema@.hx_event e
-         WHERE e.created_at < cutoff
-           AND (only_stream IS NULL OR e.stream = only_stream)
-         GROUP BY e.stream),
-    deleted AS (
-        DELETE FROM @extschema@.hx_event e
-         USING cut
-         WHERE e.stream = cut.stream
-           AND e.seq <= cut.upto
-           AND e.seq < (SELECT max(x.seq) FROM @extschema@.hx_event x
-                         WHERE x.stream = e.stream)
-        RETURNING 1)
-    SELECT trimmed + count(*) INTO trimmed FROM deleted;
+    -- 1. row by row in the partitions that stay
+    FOREACH part IN ARRAY kept LOOP
+        EXECUTE format('WITH cut AS (
+                            SELECT e.stream, max(e.seq) AS upto
+                              FROM %1$s e
+                             WHERE e.created_at < $1
+                               AND ($2::text IS NULL OR e.stream = $2)
+                             GROUP BY e.stream)
+                        DELETE FROM %1$s e
+                         USING cut
+                         WHERE e.stream = cut.stream
+                           AND (e.seq < cut.upto
+                                OR e.seq = cut.upto
+                                   AND EXISTS (SELECT FROM %2$I.hx_event x
+                                                WHERE x.stream = e.stream AND x.seq > e.seq))',
+                       part, '@extschema@')
+            USING cutoff, only_stream;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        trimmed := trimmed + n;
+    END LOOP;
+
+    IF cardinality(emptied) > 0 THEN
+        -- 2. each stream's last event, when it is in a partition to empty
+        EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event)
+                        SELECT l.stream, l.seq, l.type, l.event
+                          FROM (%s) l
+                         WHERE NOT EXISTS (SELECT 1 FROM %I.hx_event x
+                                            WHERE x.stream = l.stream AND x.seq > l.seq)',
+                       '@extschema@',
+                       (SELECT string_agg(format('SELECT e.stream, e.seq, e.type, e.event FROM %1$s e
+                                                   WHERE (e.stream, e.seq) IN
+                                                         (SELECT stream, max(seq) FROM %1$s GROUP BY stream)', p),
+                                          ' UNION ALL ')
+                          FROM unnest(emptied) p),
+                       '@extschema@');
+        GET DIAGNOSTICS carried = ROW_COUNT;
+        -- 3. the partitions, at once
+        EXECUTE 'TRUNCATE ' || array_to_string(emptied, ', ');
+        trimmed := trimmed + emptied_rows - carried;
+    END IF;
     RETURN trimmed;
 END
 $$;

@@ -58,6 +58,7 @@ static SPIPlanPtr insert_plan = NULL;
 static Oid	log_relid = InvalidOid;
 static Oid	bucket_relids[HX_LOG_BUCKETS];
 static bool stale = true;
+static int	insert_depth = 0;	/* INSERTs of the log running, nested */
 
 static void
 log_relcache_callback(Datum arg, Oid relid)
@@ -88,7 +89,12 @@ hx_log_prepare(void)
 
 	if (insert_plan && !stale)
 		return;
-	if (insert_plan)
+	/*
+	 * An INSERT that is running the old plan (a trigger the owner put on
+	 * the log wrote to a streamed table) still needs it: it is left to the
+	 * backend's end then, once.
+	 */
+	if (insert_plan && insert_depth == 0)
 		SPI_freeplan(insert_plan);
 	insert_plan = NULL;
 	stale = false;
@@ -170,21 +176,30 @@ probe(Oid relid, Datum streamtext, Snapshot snapshot, int64 *seq,
 }
 
 /*
- * The stream's next seq.  An event logged earlier in this statement (say,
- * the end of a row's stream before a new row with its key starts it
- * again) is visible: the SPI INSERT that logged it advanced the command
- * counter after itself.
+ * The stream's next seq (under SPI).  An event logged earlier in this
+ * statement (say, the end of a row's stream before a new row with its key
+ * starts it again) is visible: the SPI INSERT that logged it advanced the
+ * command counter after itself.
+ *
+ * The cache may have gone stale since the trigger prepared it: any lock
+ * taken in between (detoasting the state, say) processes invalidations,
+ * and a TRUNCATE of a partition by hx_stream_trim or a VACUUM sends one.
+ * So it is looked up again here when stale.  It can go stale once more
+ * while the partitions are probed; their OIDs still hold, as only dropping
+ * the extension changes them, and then table_open() fails cleanly.
  */
 int64
 hx_log_next_seq(const char *stream)
 {
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot;
 	Datum		streamtext = CStringGetTextDatum(stream);
 	int64		today = day_of(GetCurrentTimestamp());
 	int64		last = 0;
 	int			k;
 
-	Assert(insert_plan != NULL && !stale);
+	hx_log_prepare();
+	Assert(insert_plan != NULL);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	for (k = 0; k < HX_LOG_BUCKETS; k++)
 	{
 		int64		day = today - k;
@@ -212,7 +227,16 @@ hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 	values[1] = Int64GetDatum(seq);
 	values[2] = CStringGetTextDatum(type);
 	values[3] = JsonbPGetDatum(event);
-	if (SPI_execute_plan(insert_plan, values, NULL, false, 1) != SPI_OK_INSERT)
-		elog(ERROR, "could not log event %lld of stream \"%s\"",
-			 (long long) seq, stream);
+	insert_depth++;
+	PG_TRY();
+	{
+		if (SPI_execute_plan(insert_plan, values, NULL, false, 1) != SPI_OK_INSERT)
+			elog(ERROR, "could not log event %lld of stream \"%s\"",
+				 (long long) seq, stream);
+	}
+	PG_FINALLY();
+	{
+		insert_depth--;
+	}
+	PG_END_TRY();
 }

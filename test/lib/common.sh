@@ -65,13 +65,14 @@ hx_missing_packages() {
 				command -v valgrind >/dev/null || missing+=(valgrind)
 				# the gateway's browser test drives Debian's chromium (playwright-core)
 				[ -x /usr/bin/chromium ] || missing+=(chromium)
-				;;
-			long)
-				# the monitor's extension; pg_autoctl (/usr/bin) comes
-				# with it, from pg-auto-failover-cli
+				# test/failover: the monitor's extension; pg_autoctl
+				# (/usr/bin) comes with it, from pg-auto-failover-cli
 				[ -f /usr/lib/postgresql/$HX_PG_VERSION/lib/pgautofailover.so ] &&
 					command -v pg_autoctl >/dev/null ||
 					missing+=(postgresql-$HX_PG_VERSION-auto-failover)
+				;;
+			long)
+				# nothing beyond the CI set
 				;;
 		esac
 	done

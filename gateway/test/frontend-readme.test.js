@@ -61,8 +61,7 @@ before(async () => {
   db = await t.freshDatabase(DB);
   await t.sessionsTable(db);
   await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ('s-42', 'u-7', '{"todos": ["a"]}')`);
-  const { PGHOST, PGPORT, PGUSER } = process.env;
-  env = { ...process.env, DATABASE_URL: `postgresql://${PGUSER || 'postgres'}@/${DB}?host=${PGHOST || '/var/run/postgresql'}&port=${PGPORT || 5432}` };
+  env = { ...process.env, DATABASE_URL: t.databaseUrl(DB) };
   // what the blocks set themselves, or would read instead of their defaults
   for (const v of ['HX_GATEWAY_SECRET', 'HX_TOKEN', 'HX_GATEWAY_TABLES', 'HX_GATEWAY_HOST', 'HX_GATEWAY_TRANSPORT']) delete env[v];
 });

@@ -107,4 +107,13 @@ async function sessionsTable(db) {
   await db.query(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', '..', 'docs', 'sessions.sql'), 'utf8'));
 }
 
-module.exports = { ...h, h, SECRET, startGateway, sse, ended, stateOf, parseBlocks, sessionsTable };
+/**
+ * The connection URL of database db in the cluster the PG* variables name,
+ * for programs that read DATABASE_URL as the README's examples do.
+ */
+function databaseUrl(db) {
+  const { PGHOST, PGPORT, PGUSER } = process.env;
+  return `postgresql://${PGUSER || 'postgres'}@/${db}?host=${PGHOST || '/var/run/postgresql'}&port=${PGPORT || 5432}`;
+}
+
+module.exports = { ...h, h, SECRET, startGateway, sse, ended, stateOf, parseBlocks, sessionsTable, databaseUrl };

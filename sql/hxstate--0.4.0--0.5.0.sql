@@ -370,56 +370,8 @@ CREATE FUNCTION @extschema@.hx_stage(stream pg_catalog.text, step pg_catalog.tex
                                      call pg_catalog.text, writes pg_catalog.jsonb,
                                      ord pg_catalog.int4 DEFAULT NULL)
 RETURNS pg_catalog.bool
-LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    promoted timestamptz;
-    staged record;
-BEGIN
-    IF stream IS NULL OR step IS NULL OR call IS NULL OR writes IS NULL THEN
-        RAISE EXCEPTION 'stream, step, call and writes must not be null'
-            USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    PERFORM @extschema@.hx_check_writes(writes);
-
-    -- the step's row: created by the first call, locked against a promote
-    INSERT INTO @extschema@.hx_step AS s (stream, step)
-    VALUES (hx_stage.stream, hx_stage.step)
-    ON CONFLICT DO NOTHING;
-    SELECT s.promoted_at INTO promoted
-      FROM @extschema@.hx_step s
-     WHERE s.stream = hx_stage.stream AND s.step = hx_stage.step
-       FOR SHARE;
-    IF promoted IS NOT NULL THEN
-        RAISE EXCEPTION 'step "%" of stream "%" was already promoted', step, stream
-            USING ERRCODE = 'XH202',
-                  DETAIL = format('Call "%s" came after the step was promoted.', call),
-                  HINT = 'Stage the writes under a new step.';
-    END IF;
-
-    INSERT INTO @extschema@.hx_step_call AS c (stream, step, call, ord, writes)
-    VALUES (hx_stage.stream, hx_stage.step, hx_stage.call, hx_stage.ord, hx_stage.writes)
-    ON CONFLICT DO NOTHING;
-    IF FOUND THEN
-        RETURN true;
-    END IF;
-
-    -- staged before: a retry with equal writes is a no-op, any other is an error
-    SELECT c.writes, c.ord INTO staged
-      FROM @extschema@.hx_step_call c
-     WHERE c.stream = hx_stage.stream AND c.step = hx_stage.step AND c.call = hx_stage.call;
-    IF staged.writes = hx_stage.writes AND staged.ord IS NOT DISTINCT FROM hx_stage.ord THEN
-        RETURN false;
-    END IF;
-    RAISE EXCEPTION 'call "%" of step "%" of stream "%" was staged with other writes', call, step, stream
-        USING ERRCODE = 'XH201',
-              DETAIL = CASE WHEN staged.writes = hx_stage.writes
-                            THEN format('It was staged with ord %s, not %s.', coalesce(staged.ord::text, 'NULL'), coalesce(hx_stage.ord::text, 'NULL'))
-                            ELSE 'A retried call must stage the writes it staged before.' END,
-              HINT = 'A tool call that produced other writes is a new call: give it its own id.';
-END
-$$;
+AS 'MODULE_PATHNAME', 'hx_stage'
+LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION @extschema@.hx_stage(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4)
 IS 'stage a tool call''s writes for a step of a stream; true when staged, false for a retry with the same writes';

@@ -23,4 +23,5 @@ _PG_init(void)
 {
 	hx_phase_init();
 	hx_stream_init();
+	hx_step_init();
 }

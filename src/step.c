@@ -1,21 +1,29 @@
 /*-------------------------------------------------------------------------
  *
  * step.c
- *	  hx_promote(stream, step) -> jsonb: the writes of a step's tool calls,
- *	  once, for the UPDATE that merges them into the state:
+ *	  Exactly-once step writes: hx_stage() stages a tool call's writes for
+ *	  a step of a stream, and hx_promote() gives a step's writes, once, to
+ *	  the UPDATE that merges them into the state:
  *
+ *	    SELECT hx_stage('sessions:s-42', 'step-7', 'toolu_1', '[...]', 1);
  *	    UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-42', 'step-7'))
  *	     WHERE session_id = 's-42';
  *
- * Tools stage their writes per call with hx_stage() (in the install
- * script): hx_step has a row per step, hx_step_call a row per staged call.
- * Promoting locks the step's row, so that it waits for calls being staged
- * and for a concurrent promote; then, if the step was not promoted yet, it
- * returns the staged writes in a deterministic order (by ord, the model's
- * tool-call order, then by call id, bytewise), records them in the step's
- * row as promoted, and deletes the staged calls.  A second promote returns
- * [] and so applies nothing; a promote that rolls back leaves the step as
- * it was.
+ * hx_step has a row per step, hx_step_call a row per staged call.
+ *
+ * Staging takes a share lock on the step's row (creating the row for the
+ * step's first call), so that calls of one step stage in parallel, while
+ * a promote, which locks the row for update, waits for the calls being
+ * staged and makes later ones wait; a call that finds the step promoted
+ * is an error (XH202).  A call staged again with equal writes and ord is a
+ * retry and a no-op (false); with other writes, an error (XH201).
+ *
+ * Promoting locks the step's row; then, if the step was not promoted yet,
+ * it returns the staged writes in a deterministic order (by ord, the
+ * model's tool-call order, then by call id, bytewise), records them in
+ * the step's row as promoted, and deletes the staged calls.  A second
+ * promote returns [] and so applies nothing; a promote that rolls back
+ * leaves the step as it was.
  *
  * The UPDATE may evaluate hx_promote twice for its row: under READ
  * COMMITTED, when the row was updated concurrently, the executor
@@ -24,6 +32,11 @@
  * a step promoted by this very statement (its row written by the current
  * transaction with a command id not older than the statement's snapshot)
  * gives its recorded writes again, while any later statement gets [].
+ *
+ * Both functions run their statements through plans prepared once per
+ * backend (a staged step costs a few index probes, not a parse and plan
+ * per statement), with every name qualified, as the caller: what the
+ * tables' owner granted and configured applies.
  *
  * src/step.c
  *
@@ -35,115 +48,408 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 
 #include "hxstate.h"
 
-/* Run query (with $1 stream, $2 step, and more values) as SPI, or fail */
-static void
-run(const char *query, int nargs, Oid *types, Datum *values, int expected)
+/* The statements of staging and promoting; $1 is the stream, $2 the step */
+typedef enum StepQuery
 {
-	int			rc = SPI_execute_with_args(query, nargs, types, values, NULL,
-										   false, 0);
+	Q_LOCK_SHARE,				/* staging: lock the step's row, is it promoted? */
+	Q_LOCK_UPDATE,				/* promoting: the same, for update */
+	Q_INSERT_STEP,				/* the step's row, when there is none */
+	Q_INSERT_CALL,				/* $3 call, $4 ord, $5 writes: stage a call */
+	Q_STAGED_CALL,				/* $3 call: what a call staged before */
+	Q_CALLS,					/* the step's calls, in promoting order */
+	Q_RECORD,					/* $3 calls, $4 writes: the step promoted */
+	Q_DELETE_CALLS,				/* forget the step's staged calls */
+	NUM_STEP_QUERIES
+} StepQuery;
 
-	if (rc != expected)
-		elog(ERROR, "SPI_execute_with_args failed (%s): %s",
-			 SPI_result_code_string(rc), query);
+static struct
+{
+	const char *sql;			/* %1$s is the extension's schema */
+	int			nargs;
+	Oid			types[5];
+}			step_queries[NUM_STEP_QUERIES] =
+{
+	[Q_LOCK_SHARE] = {
+		"SELECT s.promoted_at IS NOT NULL FROM %1$s.hx_step s"
+		" WHERE s.stream OPERATOR(pg_catalog.=) $1 AND s.step OPERATOR(pg_catalog.=) $2"
+		"   FOR SHARE",
+		2, {TEXTOID, TEXTOID}
+	},
+	[Q_LOCK_UPDATE] = {
+		"SELECT s.xmin, s.cmin, s.promoted_at IS NOT NULL, s.promoted_writes FROM %1$s.hx_step s"
+		" WHERE s.stream OPERATOR(pg_catalog.=) $1 AND s.step OPERATOR(pg_catalog.=) $2"
+		"   FOR UPDATE",
+		2, {TEXTOID, TEXTOID}
+	},
+	[Q_INSERT_STEP] = {
+		"INSERT INTO %1$s.hx_step (stream, step) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+		2, {TEXTOID, TEXTOID}
+	},
+	[Q_INSERT_CALL] = {
+		"INSERT INTO %1$s.hx_step_call (stream, step, call, ord, writes)"
+		" VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+		5, {TEXTOID, TEXTOID, TEXTOID, INT4OID, JSONBOID}
+	},
+	[Q_STAGED_CALL] = {
+		"SELECT c.writes, c.ord FROM %1$s.hx_step_call c"
+		" WHERE c.stream OPERATOR(pg_catalog.=) $1 AND c.step OPERATOR(pg_catalog.=) $2"
+		"   AND c.call OPERATOR(pg_catalog.=) $3",
+		3, {TEXTOID, TEXTOID, TEXTOID}
+	},
+	[Q_CALLS] = {
+		"SELECT c.call, c.writes FROM %1$s.hx_step_call c"
+		" WHERE c.stream OPERATOR(pg_catalog.=) $1 AND c.step OPERATOR(pg_catalog.=) $2"
+		" ORDER BY c.ord NULLS LAST, c.call COLLATE pg_catalog.\"C\"",
+		2, {TEXTOID, TEXTOID}
+	},
+	[Q_RECORD] = {
+		"UPDATE %1$s.hx_step"
+		"   SET promoted_at = pg_catalog.now(), promoted_calls = $3, promoted_writes = $4"
+		" WHERE stream OPERATOR(pg_catalog.=) $1 AND step OPERATOR(pg_catalog.=) $2",
+		4, {TEXTOID, TEXTOID, TEXTARRAYOID, JSONBOID}
+	},
+	[Q_DELETE_CALLS] = {
+		"DELETE FROM %1$s.hx_step_call"
+		" WHERE stream OPERATOR(pg_catalog.=) $1 AND step OPERATOR(pg_catalog.=) $2",
+		2, {TEXTOID, TEXTOID}
+	},
+};
+
+/*
+ * The prepared plans, for the schema plans_nsp.  The plan cache replans
+ * them when the tables change; only a new schema (the extension dropped
+ * and created in another) needs new query strings.  A relcache
+ * invalidation of the tables, or of everything, makes the next call look
+ * the schema up again.  Plans for an old schema are left to the backend's
+ * end, never freed: a call of ours could be running them (a trigger on the
+ * tables that stages or promotes, nested).
+ */
+static SPIPlanPtr step_plans[NUM_STEP_QUERIES];
+static Oid	plans_nsp = InvalidOid;
+static Oid	step_relid = InvalidOid;
+static Oid	call_relid = InvalidOid;
+static uint64 step_invals = 0;	/* invalidations of the tables seen */
+static uint64 plans_checked = UINT64_MAX;	/* step_invals when last checked */
+
+static void
+step_relcache_callback(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == step_relid || relid == call_relid)
+		step_invals++;
 }
 
-/* The staged writes of a step, as one op list, and their call ids */
-static Jsonb *
-staged_writes(const char *nsp, Datum *values, Datum *calls)
+void
+hx_step_init(void)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	char	   *query;
-	Snapshot	snapshot;
-	SPIPlanPtr	plan;
-	bool		isnull;
-	Datum		d;
+	CacheRegisterRelcacheCallback(step_relcache_callback, (Datum) 0);
+}
 
-	/*
-	 * Read with the latest snapshot: the step's row is locked, so no call
-	 * can be staged from here on, and every call staged before is
-	 * committed, whatever the isolation level of this transaction.  A call
-	 * staged as an object (an RFC 7386 patch of the state) becomes a merge
-	 * at the root.
-	 */
-	query = psprintf("SELECT coalesce(pg_catalog.jsonb_agg(o.op ORDER BY c.ord NULLS LAST, c.call COLLATE \"C\", o.n), '[]'),"
-					 "       coalesce((SELECT pg_catalog.array_agg(x.call ORDER BY x.ord NULLS LAST, x.call COLLATE \"C\")"
-					 "                   FROM %s.hx_step_call x"
-					 "                  WHERE x.stream OPERATOR(pg_catalog.=) $1 AND x.step OPERATOR(pg_catalog.=) $2),"
-					 "                '{}')"
-					 "  FROM %s.hx_step_call c,"
-					 "       LATERAL (SELECT w.op, w.n"
-					 "                  FROM pg_catalog.jsonb_array_elements("
-					 "                         CASE pg_catalog.jsonb_typeof(c.writes) WHEN 'array' THEN c.writes"
-					 "                         ELSE pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object("
-					 "                                'op', 'merge', 'path', '', 'value', c.writes)) END)"
-					 "                       WITH ORDINALITY w(op, n)) o"
-					 " WHERE c.stream OPERATOR(pg_catalog.=) $1 AND c.step OPERATOR(pg_catalog.=) $2",
-					 nsp, nsp);
-	plan = SPI_prepare(query, 2, types);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", query);
+/* Make sure the plans are there and name the extension's schema (under SPI) */
+static void
+prepare_plans(void)
+{
+	SPIPlanPtr	plans[NUM_STEP_QUERIES];
+	uint64		invals = step_invals;
+	Oid			nspoid;
+	const char *nsp;
+	int			i;
+
+	if (plans_checked == invals && OidIsValid(plans_nsp))
+		return;
+	nspoid = hx_extension_namespace();
+	step_relid = hx_extension_relid("hx_step");
+	call_relid = hx_extension_relid("hx_step_call");
+	if (nspoid == plans_nsp)
+	{
+		/* an invalidation since invals was read makes the next call check again */
+		plans_checked = invals;
+		return;
+	}
+
+	plans_nsp = InvalidOid;
+	nsp = quote_identifier(get_namespace_name(nspoid));
+	for (i = 0; i < NUM_STEP_QUERIES; i++)
+	{
+		char	   *sql = psprintf(step_queries[i].sql, nsp);
+
+		plans[i] = SPI_prepare(sql, step_queries[i].nargs, step_queries[i].types);
+		if (plans[i] == NULL)
+			elog(ERROR, "SPI_prepare failed (%s): %s",
+				 SPI_result_code_string(SPI_result), sql);
+		pfree(sql);
+	}
+	for (i = 0; i < NUM_STEP_QUERIES; i++)
+	{
+		SPI_keepplan(plans[i]);
+		step_plans[i] = plans[i];
+	}
+	plans_nsp = nspoid;
+	plans_checked = invals;
+}
+
+/* Run a prepared statement, and check that it did what it does */
+static uint64
+run(StepQuery q, Datum *values, const char *nulls, int expected)
+{
+	int			rc = SPI_execute_plan(step_plans[q], values, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "SPI_execute_plan failed (%s): %s",
+			 SPI_result_code_string(rc), step_queries[q].sql);
+	return SPI_processed;
+}
+
+/*
+ * Lock the step's row with the lock statement q (creating the row when
+ * there is none) and leave it in SPI_tuptable; false when this call
+ * created the row, which is then not promoted, and locked for us alone
+ * until we commit.
+ */
+static bool
+lock_step(StepQuery q, Datum *values)
+{
+	int			attempt;
+
+	for (attempt = 0; attempt < 2; attempt++)
+	{
+		if (run(q, values, NULL, SPI_OK_SELECT) == 1)
+			return true;
+		/* a concurrent first call's row makes us wait, then do nothing */
+		if (run(Q_INSERT_STEP, values, NULL, SPI_OK_INSERT) == 1)
+		{
+			if (q == Q_LOCK_SHARE)
+				return false;
+			/* promoting needs the row's xmin and cmin: read it back */
+			if (run(q, values, NULL, SPI_OK_SELECT) == 1)
+				return true;
+			break;
+		}
+		/* the row was deleted between our lock and our insert: again */
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not lock step \"%s\" of stream \"%s\"",
+					hx_clip(TextDatumGetCString(values[1])),
+					hx_clip(TextDatumGetCString(values[0]))),
+			 errdetail("Its row in hx_step was deleted concurrently.")));
+	return false;				/* keep the compiler quiet */
+}
+
+/* An int4 or NULL as text, for a message */
+static const char *
+ord_text(Datum ord, bool isnull)
+{
+	return isnull ? "NULL" : psprintf("%d", DatumGetInt32(ord));
+}
+
+PG_FUNCTION_INFO_V1(hx_stage);
+
+/*
+ * hx_stage(stream text, step text, call text, writes jsonb, ord int4
+ * DEFAULT NULL) -> bool: true when the call's writes were staged, false
+ * for a retry with the same writes and ord.
+ */
+Datum
+hx_stage(PG_FUNCTION_ARGS)
+{
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	bool		staged;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("stream, step, call and writes must not be null")));
+	values[0] = PointerGetDatum(PG_GETARG_TEXT_PP(0));
+	values[1] = PointerGetDatum(PG_GETARG_TEXT_PP(1));
+	values[2] = PointerGetDatum(PG_GETARG_TEXT_PP(2));
+	values[3] = PG_ARGISNULL(4) ? (Datum) 0 : PG_GETARG_DATUM(4);
+	nulls[3] = PG_ARGISNULL(4) ? 'n' : ' ';
+	values[4] = PointerGetDatum(PG_GETARG_JSONB_P(3));
+
+	/* writes are checked as hx_merge would check them, now */
+	DirectFunctionCall1(hx_check_writes, values[4]);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	prepare_plans();
+
+	/* the step's row, locked against a promote */
+	if (lock_step(Q_LOCK_SHARE, values))
+	{
+		bool		isnull;
+
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_STEP_PROMOTED),
+					 errmsg("step \"%s\" of stream \"%s\" was already promoted",
+							hx_clip(TextDatumGetCString(values[1])),
+							hx_clip(TextDatumGetCString(values[0]))),
+					 errdetail("Call \"%s\" came after the step was promoted.",
+							   hx_clip(TextDatumGetCString(values[2]))),
+					 errhint("Stage the writes under a new step.")));
+	}
+
+	staged = run(Q_INSERT_CALL, values, nulls, SPI_OK_INSERT) == 1;
+	if (!staged)
+	{
+		/* staged before: a retry with equal writes is a no-op, any other is an error */
+		HeapTuple	tup;
+		TupleDesc	desc;
+		bool		writes_null;
+		bool		ord_null;
+		Datum		writes;
+		Datum		ord;
+		bool		same_writes;
+
+		if (run(Q_STAGED_CALL, values, NULL, SPI_OK_SELECT) != 1)
+			elog(ERROR, "staged call vanished while staging it again");
+		tup = SPI_tuptable->vals[0];
+		desc = SPI_tuptable->tupdesc;
+		writes = SPI_getbinval(tup, desc, 1, &writes_null);
+		ord = SPI_getbinval(tup, desc, 2, &ord_null);
+		same_writes = DatumGetBool(DirectFunctionCall2(jsonb_eq, writes, values[4]));
+		if (!same_writes || ord_null != PG_ARGISNULL(4) ||
+			(!ord_null && DatumGetInt32(ord) != DatumGetInt32(values[3])))
+			ereport(ERROR,
+					(errcode(ERRCODE_HX_CALL_CHANGED),
+					 errmsg("call \"%s\" of step \"%s\" of stream \"%s\" was staged with other writes",
+							hx_clip(TextDatumGetCString(values[2])),
+							hx_clip(TextDatumGetCString(values[1])),
+							hx_clip(TextDatumGetCString(values[0]))),
+					 same_writes ?
+					 errdetail("It was staged with ord %s, not %s.",
+							   ord_text(ord, ord_null), ord_text(values[3], PG_ARGISNULL(4))) :
+					 errdetail("A retried call must stage the writes it staged before."),
+					 errhint("A tool call that produced other writes is a new call: give it its own id.")));
+	}
+
+	SPI_finish();
+	PG_RETURN_BOOL(staged);
+}
+
+/*
+ * The staged writes of a step, as one op list in promoting order, and
+ * their call ids.  A call staged as an object (an RFC 7386 patch of the
+ * state) becomes a merge at the root.
+ *
+ * Read with the latest snapshot: the step's row is locked, so no call can
+ * be staged from here on, and every call staged before is committed,
+ * whatever the isolation level of this transaction.
+ */
+static Jsonb *
+staged_writes(Datum *values, Datum *calls)
+{
+	Snapshot	snapshot;
+	JsonbParseState *ps = NULL;
+	JsonbValue *res;
+	Datum	   *ids;
+	uint64		n;
+	uint64		i;
+
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	if (SPI_execute_snapshot(plan, values, NULL, snapshot, InvalidSnapshot,
-							 true, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+	if (SPI_execute_snapshot(step_plans[Q_CALLS], values, NULL, snapshot,
+							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the staged calls");
 	UnregisterSnapshot(snapshot);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	*calls = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	return DatumGetJsonbP(d);
+
+	n = SPI_processed;
+	ids = palloc(sizeof(Datum) * Max(n, 1));
+	pushJsonbValue(&ps, WJB_BEGIN_ARRAY, NULL);
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Jsonb	   *w;
+
+		ids[i] = SPI_getbinval(tup, desc, 1, &isnull);
+		w = DatumGetJsonbP(SPI_getbinval(tup, desc, 2, &isnull));
+		if (JB_ROOT_IS_ARRAY(w) && !JB_ROOT_IS_SCALAR(w))
+		{
+			JsonbIterator *it = JsonbIteratorInit(&w->root);
+			JsonbValue	v;
+			JsonbIteratorToken tok;
+
+			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+				if (tok == WJB_ELEM)
+					pushJsonbValue(&ps, WJB_ELEM, &v);
+		}
+		else
+		{
+			JsonbValue	k;
+			JsonbValue	v;
+
+			pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
+			k.type = jbvString;
+			v.type = jbvString;
+			k.val.string.val = "op";
+			k.val.string.len = 2;
+			v.val.string.val = "merge";
+			v.val.string.len = 5;
+			pushJsonbValue(&ps, WJB_KEY, &k);
+			pushJsonbValue(&ps, WJB_VALUE, &v);
+			k.val.string.val = "path";
+			k.val.string.len = 4;
+			v.val.string.val = "";
+			v.val.string.len = 0;
+			pushJsonbValue(&ps, WJB_KEY, &k);
+			pushJsonbValue(&ps, WJB_VALUE, &v);
+			k.val.string.val = "value";
+			k.val.string.len = 5;
+			v.type = jbvBinary;
+			v.val.binary.data = &w->root;
+			v.val.binary.len = VARSIZE(w) - VARHDRSZ;
+			pushJsonbValue(&ps, WJB_KEY, &k);
+			pushJsonbValue(&ps, WJB_VALUE, &v);
+			pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
+		}
+	}
+	res = pushJsonbValue(&ps, WJB_END_ARRAY, NULL);
+	*calls = PointerGetDatum(construct_array(ids, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
+	return JsonbValueToJsonb(res);
 }
 
 PG_FUNCTION_INFO_V1(hx_promote);
 
+/*
+ * hx_promote(stream text, step text) -> jsonb: the step's staged writes,
+ * once, for hx_merge in the same UPDATE; [] once promoted.
+ */
 Datum
 hx_promote(PG_FUNCTION_ARGS)
 {
 	/* the statement that evaluates us: its snapshot's command id */
 	CommandId	statement_cid = GetActiveSnapshot()->curcid;
 	Datum		values[4];
-	Oid			types[4] = {TEXTOID, TEXTOID, TEXTARRAYOID, JSONBOID};
-	const char *nsp;
 	HeapTuple	tup;
 	TupleDesc	desc;
 	bool		isnull;
-	bool		promoted;
 	Jsonb	   *writes;
-	Datum		calls;
-	MemoryContext callcxt = CurrentMemoryContext;
-	Jsonb	   *result;
+	Datum		d;
 
 	values[0] = PointerGetDatum(PG_GETARG_TEXT_PP(0));
 	values[1] = PointerGetDatum(PG_GETARG_TEXT_PP(1));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	nsp = quote_identifier(get_namespace_name(hx_extension_namespace()));
-
-	/* a step that nothing was staged for promotes as nothing, once */
-	run(psprintf("INSERT INTO %s.hx_step (stream, step) VALUES ($1, $2)"
-				 " ON CONFLICT DO NOTHING", nsp),
-		2, types, values, SPI_OK_INSERT);
+	prepare_plans();
 
 	/* lock the step: wait for calls being staged and for other promotes */
-	run(psprintf("SELECT s.xmin, s.cmin, s.promoted_at IS NOT NULL, s.promoted_writes"
-				 "  FROM %s.hx_step s"
-				 " WHERE s.stream OPERATOR(pg_catalog.=) $1"
-				 "   AND s.step OPERATOR(pg_catalog.=) $2"
-				 "   FOR UPDATE", nsp),
-		2, types, values, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		elog(ERROR, "step row vanished while promoting");
+	(void) lock_step(Q_LOCK_UPDATE, values);
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
-	promoted = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 
-	if (promoted)
+	if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
 	{
 		TransactionId xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 1, &isnull));
 		CommandId	cmin = DatumGetCommandId(SPI_getbinval(tup, desc, 2, &isnull));
@@ -157,34 +463,19 @@ hx_promote(PG_FUNCTION_ARGS)
 			 * caller's memory (decompressed within SPI, they would be
 			 * freed with it).
 			 */
-			Datum		d = SPI_getbinval(tup, desc, 4, &isnull);
-
-			d = SPI_datumTransfer(d, false, -1);
-			SPI_finish();
+			d = SPI_datumTransfer(SPI_getbinval(tup, desc, 4, &isnull), false, -1);
+					SPI_finish();
 			PG_RETURN_JSONB_P(DatumGetJsonbP(d));
 		}
-		else
-		{
-			MemoryContext oldcxt = MemoryContextSwitchTo(callcxt);
-
-			result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("[]")));
-			MemoryContextSwitchTo(oldcxt);
-		}
-		SPI_finish();
-		PG_RETURN_JSONB_P(result);
+			SPI_finish();
+		PG_RETURN_JSONB_P(DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"))));
 	}
 
-	writes = staged_writes(nsp, values, &calls);
-	values[2] = calls;
+	writes = staged_writes(values, &values[2]);
 	values[3] = JsonbPGetDatum(writes);
-	run(psprintf("UPDATE %s.hx_step"
-				 "   SET promoted_at = pg_catalog.now(), promoted_calls = $3, promoted_writes = $4"
-				 " WHERE stream OPERATOR(pg_catalog.=) $1 AND step OPERATOR(pg_catalog.=) $2", nsp),
-		4, types, values, SPI_OK_UPDATE);
-	run(psprintf("DELETE FROM %s.hx_step_call"
-				 " WHERE stream OPERATOR(pg_catalog.=) $1 AND step OPERATOR(pg_catalog.=) $2", nsp),
-		2, types, values, SPI_OK_DELETE);
-	result = (Jsonb *) DatumGetPointer(SPI_datumTransfer(JsonbPGetDatum(writes), false, -1));
+	run(Q_RECORD, values, NULL, SPI_OK_UPDATE);
+	run(Q_DELETE_CALLS, values, NULL, SPI_OK_DELETE);
+	d = SPI_datumTransfer(JsonbPGetDatum(writes), false, -1);
 	SPI_finish();
-	PG_RETURN_JSONB_P(result);
+	PG_RETURN_JSONB_P(DatumGetJsonbP(d));
 }

@@ -343,7 +343,7 @@ CREATE TABLE @extschema@.hx_step (
 );
 
 COMMENT ON TABLE @extschema@.hx_step
-IS 'the steps that tool calls staged writes for, and what each promoted';
+IS 'the promoted steps: when their first call was staged, when they were promoted, which calls and what writes';
 
 CREATE TABLE @extschema@.hx_step_call (
     stream    text        NOT NULL,
@@ -352,8 +352,7 @@ CREATE TABLE @extschema@.hx_step_call (
     ord       integer,
     writes    jsonb       NOT NULL,
     staged_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    PRIMARY KEY (stream, step, call),
-    FOREIGN KEY (stream, step) REFERENCES @extschema@.hx_step ON DELETE CASCADE
+    PRIMARY KEY (stream, step, call)
 );
 
 COMMENT ON TABLE @extschema@.hx_step_call

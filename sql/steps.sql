@@ -50,6 +50,7 @@ SELECT hx_stage('sessions:s-1', 'step-open', 'toolu_g', '[]');
 UPDATE hx_step SET promoted_at = promoted_at - interval '2 days' WHERE promoted_at IS NOT NULL;
 SELECT hx_step_trim('1 day') AS trimmed;
 SELECT step, promoted_at IS NOT NULL AS promoted FROM hx_step ORDER BY step;
+SELECT step, call FROM hx_step_call ORDER BY step, call;
 
 -- history: the state at any seq still in the log
 UPDATE sessions SET state = hx_merge(state, '[{"op": "replace", "path": "/last", "value": "x"}]');
@@ -69,3 +70,4 @@ SELECT hx_stream_state_at('sessions:s-1', 6);
 DROP TABLE sessions;
 DELETE FROM hx_event;
 DELETE FROM hx_step;
+DELETE FROM hx_step_call;

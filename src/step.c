@@ -9,21 +9,28 @@
  *	    UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-42', 'step-7'))
  *	     WHERE session_id = 's-42';
  *
- * hx_step has a row per step, hx_step_call a row per staged call.
+ * hx_step_call has a row per staged call, hx_step a row per promoted step.
  *
- * Staging takes a share lock on the step's row (creating the row for the
- * step's first call), so that calls of one step stage in parallel, while
- * a promote, which locks the row for update, waits for the calls being
- * staged and makes later ones wait; a call that finds the step promoted
- * is an error (XH202).  A call staged again with equal writes and ord is a
- * retry and a no-op (false); with other writes, an error (XH201).
+ * A step is guarded by a heavyweight lock of its own, held to the end of
+ * the transaction: the object (hx_step, a 32-bit hash of stream and step)
+ * in pg_locks.  Staging takes it in share mode, so that calls of one step
+ * stage in parallel; promoting takes it in exclusive mode, so that a
+ * promote waits for the calls being staged, and calls staged later wait
+ * for the promote to end.  Both then read hx_step with the latest
+ * snapshot, whatever the isolation level: a promote that committed before
+ * the lock was granted is seen, so a call never stages into a promoted
+ * step (XH202), and a step never promotes twice.  Two steps whose hashes
+ * collide only wait for each other.  Staging writes nothing but the
+ * call's row: no row lock, which would write WAL.
  *
- * Promoting locks the step's row; then, if the step was not promoted yet,
- * it returns the staged writes in a deterministic order (by ord, the
- * model's tool-call order, then by call id, bytewise), records them in
- * the step's row as promoted, and deletes the staged calls.  A second
- * promote returns [] and so applies nothing; a promote that rolls back
- * leaves the step as it was.
+ * A call staged again with equal writes and ord is a retry and a no-op
+ * (false); with other writes, an error (XH201).
+ *
+ * Promoting, if the step was not promoted yet, returns the staged writes
+ * in a deterministic order (by ord, the model's tool-call order, then by
+ * call id, bytewise), records them in the step's row (inserted then), and
+ * deletes the staged calls.  A second promote returns [] and so applies
+ * nothing; a promote that rolls back leaves the step as it was.
  *
  * The UPDATE may evaluate hx_promote twice for its row: under READ
  * COMMITTED, when the row was updated concurrently, the executor
@@ -47,7 +54,10 @@
 #include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -60,13 +70,12 @@
 /* The statements of staging and promoting; $1 is the stream, $2 the step */
 typedef enum StepQuery
 {
-	Q_LOCK_SHARE,				/* staging: lock the step's row, is it promoted? */
-	Q_LOCK_UPDATE,				/* promoting: the same, for update */
-	Q_INSERT_STEP,				/* the step's row, when there is none */
+	Q_PROMOTED,					/* staging: was the step promoted? */
+	Q_STEP,						/* promoting: the step's row, if promoted */
 	Q_INSERT_CALL,				/* $3 call, $4 ord, $5 writes: stage a call */
 	Q_STAGED_CALL,				/* $3 call: what a call staged before */
 	Q_CALLS,					/* the step's calls, in promoting order */
-	Q_RECORD,					/* $3 calls, $4 writes: the step promoted */
+	Q_RECORD,					/* $3 calls, $4 writes, $5 first staged: promoted */
 	Q_DELETE_CALLS,				/* forget the step's staged calls */
 	NUM_STEP_QUERIES
 } StepQuery;
@@ -78,20 +87,15 @@ static struct
 	Oid			types[5];
 }			step_queries[NUM_STEP_QUERIES] =
 {
-	[Q_LOCK_SHARE] = {
+	[Q_PROMOTED] = {
 		"SELECT s.promoted_at IS NOT NULL FROM %1$s.hx_step s"
-		" WHERE s.stream OPERATOR(pg_catalog.=) $1 AND s.step OPERATOR(pg_catalog.=) $2"
-		"   FOR SHARE",
+		" WHERE s.stream OPERATOR(pg_catalog.=) $1 AND s.step OPERATOR(pg_catalog.=) $2",
 		2, {TEXTOID, TEXTOID}
 	},
-	[Q_LOCK_UPDATE] = {
-		"SELECT s.xmin, s.cmin, s.promoted_at IS NOT NULL, s.promoted_writes FROM %1$s.hx_step s"
+	[Q_STEP] = {
+		"SELECT s.xmin, s.cmin, s.promoted_writes FROM %1$s.hx_step s"
 		" WHERE s.stream OPERATOR(pg_catalog.=) $1 AND s.step OPERATOR(pg_catalog.=) $2"
-		"   FOR UPDATE",
-		2, {TEXTOID, TEXTOID}
-	},
-	[Q_INSERT_STEP] = {
-		"INSERT INTO %1$s.hx_step (stream, step) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+		"   AND s.promoted_at IS NOT NULL",
 		2, {TEXTOID, TEXTOID}
 	},
 	[Q_INSERT_CALL] = {
@@ -106,20 +110,22 @@ static struct
 		3, {TEXTOID, TEXTOID, TEXTOID}
 	},
 	[Q_CALLS] = {
-		"SELECT c.call, c.writes FROM %1$s.hx_step_call c"
+		"SELECT c.call, c.writes, c.staged_at FROM %1$s.hx_step_call c"
 		" WHERE c.stream OPERATOR(pg_catalog.=) $1 AND c.step OPERATOR(pg_catalog.=) $2"
 		" ORDER BY c.ord NULLS LAST, c.call COLLATE pg_catalog.\"C\"",
 		2, {TEXTOID, TEXTOID}
 	},
 	[Q_RECORD] = {
-		"UPDATE %1$s.hx_step"
-		"   SET promoted_at = pg_catalog.now(), promoted_calls = $3, promoted_writes = $4"
-		" WHERE stream OPERATOR(pg_catalog.=) $1 AND step OPERATOR(pg_catalog.=) $2",
-		4, {TEXTOID, TEXTOID, TEXTARRAYOID, JSONBOID}
+		"INSERT INTO %1$s.hx_step AS s"
+		"       (stream, step, created_at, promoted_at, promoted_calls, promoted_writes)"
+		" VALUES ($1, $2, COALESCE($5, pg_catalog.now()), pg_catalog.now(), $3, $4)"
+		" ON CONFLICT (stream, step) DO UPDATE"
+		"   SET promoted_at = pg_catalog.now(), promoted_calls = $3, promoted_writes = $4",
+		5, {TEXTOID, TEXTOID, TEXTARRAYOID, JSONBOID, TIMESTAMPTZOID}
 	},
 	[Q_DELETE_CALLS] = {
-		"DELETE FROM %1$s.hx_step_call"
-		" WHERE stream OPERATOR(pg_catalog.=) $1 AND step OPERATOR(pg_catalog.=) $2",
+		"DELETE FROM %1$s.hx_step_call c"
+		" WHERE c.stream OPERATOR(pg_catalog.=) $1 AND c.step OPERATOR(pg_catalog.=) $2",
 		2, {TEXTOID, TEXTOID}
 	},
 };
@@ -208,40 +214,36 @@ run(StepQuery q, Datum *values, const char *nulls, int expected)
 	return SPI_processed;
 }
 
-/*
- * Lock the step's row with the lock statement q (creating the row when
- * there is none) and leave it in SPI_tuptable; false when this call
- * created the row, which is then not promoted, and locked for us alone
- * until we commit.
- */
-static bool
-lock_step(StepQuery q, Datum *values)
+/* Run a prepared statement with the latest snapshot (see the top) */
+static uint64
+run_latest(StepQuery q, Datum *values, const char *nulls, int expected)
 {
-	int			attempt;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	int			rc = SPI_execute_snapshot(step_plans[q], values, nulls, snapshot,
+										  InvalidSnapshot, expected == SPI_OK_SELECT,
+										  false, 0);
 
-	for (attempt = 0; attempt < 2; attempt++)
-	{
-		if (run(q, values, NULL, SPI_OK_SELECT) == 1)
-			return true;
-		/* a concurrent first call's row makes us wait, then do nothing */
-		if (run(Q_INSERT_STEP, values, NULL, SPI_OK_INSERT) == 1)
-		{
-			if (q == Q_LOCK_SHARE)
-				return false;
-			/* promoting needs the row's xmin and cmin: read it back */
-			if (run(q, values, NULL, SPI_OK_SELECT) == 1)
-				return true;
-			break;
-		}
-		/* the row was deleted between our lock and our insert: again */
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not lock step \"%s\" of stream \"%s\"",
-					hx_clip(TextDatumGetCString(values[1])),
-					hx_clip(TextDatumGetCString(values[0]))),
-			 errdetail("Its row in hx_step was deleted concurrently.")));
-	return false;				/* keep the compiler quiet */
+	UnregisterSnapshot(snapshot);
+	if (rc != expected)
+		elog(ERROR, "SPI_execute_snapshot failed (%s): %s",
+			 SPI_result_code_string(rc), step_queries[q].sql);
+	return SPI_processed;
+}
+
+/* Take the step's lock (see the top), to the end of the transaction */
+static void
+lock_step(Datum stream, Datum step, LOCKMODE mode)
+{
+	text	   *a = DatumGetTextPP(stream);
+	text	   *b = DatumGetTextPP(step);
+	uint32		h;
+	LOCKTAG		tag;
+
+	h = DatumGetUInt32(hash_any((unsigned char *) VARDATA_ANY(a), VARSIZE_ANY_EXHDR(a)));
+	h = hash_combine(h, DatumGetUInt32(hash_any((unsigned char *) VARDATA_ANY(b),
+												VARSIZE_ANY_EXHDR(b))));
+	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, step_relid, h, 0);
+	(void) LockAcquire(&tag, mode, false, false);
 }
 
 /* An int4 or NULL as text, for a message */
@@ -283,8 +285,9 @@ hx_stage(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	prepare_plans();
 
-	/* the step's row, locked against a promote */
-	if (lock_step(Q_LOCK_SHARE, values))
+	/* wait for a promote of the step to end; then, was it promoted? */
+	lock_step(values[0], values[1], ShareLock);
+	if (run_latest(Q_PROMOTED, values, NULL, SPI_OK_SELECT) == 1)
 	{
 		bool		isnull;
 
@@ -339,30 +342,25 @@ hx_stage(PG_FUNCTION_ARGS)
 
 /*
  * The staged writes of a step, as one op list in promoting order, and
- * their call ids.  A call staged as an object (an RFC 7386 patch of the
- * state) becomes a merge at the root.
+ * their call ids, and when the first was staged (NULL when none was).  A
+ * call staged as an object (an RFC 7386 patch of the state) becomes a
+ * merge at the root.
  *
- * Read with the latest snapshot: the step's row is locked, so no call can
+ * Read with the latest snapshot: the step's lock is held, so no call can
  * be staged from here on, and every call staged before is committed,
  * whatever the isolation level of this transaction.
  */
 static Jsonb *
-staged_writes(Datum *values, Datum *calls)
+staged_writes(Datum *values, Datum *calls, Datum *first, bool *first_null)
 {
-	Snapshot	snapshot;
 	JsonbParseState *ps = NULL;
 	JsonbValue *res;
 	Datum	   *ids;
 	uint64		n;
 	uint64		i;
 
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	if (SPI_execute_snapshot(step_plans[Q_CALLS], values, NULL, snapshot,
-							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the staged calls");
-	UnregisterSnapshot(snapshot);
-
-	n = SPI_processed;
+	n = run_latest(Q_CALLS, values, NULL, SPI_OK_SELECT);
+	*first_null = true;
 	ids = palloc(sizeof(Datum) * Max(n, 1));
 	pushJsonbValue(&ps, WJB_BEGIN_ARRAY, NULL);
 	for (i = 0; i < n; i++)
@@ -372,8 +370,14 @@ staged_writes(Datum *values, Datum *calls)
 		bool		isnull;
 		Jsonb	   *w;
 
+		Datum		at;
+
 		ids[i] = SPI_getbinval(tup, desc, 1, &isnull);
 		w = DatumGetJsonbP(SPI_getbinval(tup, desc, 2, &isnull));
+		at = SPI_getbinval(tup, desc, 3, &isnull);
+		if (*first_null || DatumGetTimestampTz(at) < DatumGetTimestampTz(*first))
+			*first = at;
+		*first_null = false;
 		if (JB_ROOT_IS_ARRAY(w) && !JB_ROOT_IS_SCALAR(w))
 		{
 			JsonbIterator *it = JsonbIteratorInit(&w->root);
@@ -430,10 +434,9 @@ hx_promote(PG_FUNCTION_ARGS)
 {
 	/* the statement that evaluates us: its snapshot's command id */
 	CommandId	statement_cid = GetActiveSnapshot()->curcid;
-	Datum		values[4];
-	HeapTuple	tup;
-	TupleDesc	desc;
-	bool		isnull;
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	bool		first_null;
 	Jsonb	   *writes;
 	Datum		d;
 
@@ -444,13 +447,13 @@ hx_promote(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	prepare_plans();
 
-	/* lock the step: wait for calls being staged and for other promotes */
-	(void) lock_step(Q_LOCK_UPDATE, values);
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-
-	if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
+	/* wait for calls being staged and for another promote; then, promoted? */
+	lock_step(values[0], values[1], ExclusiveLock);
+	if (run_latest(Q_STEP, values, NULL, SPI_OK_SELECT) == 1)
 	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
 		TransactionId xmin = DatumGetTransactionId(SPI_getbinval(tup, desc, 1, &isnull));
 		CommandId	cmin = DatumGetCommandId(SPI_getbinval(tup, desc, 2, &isnull));
 
@@ -463,18 +466,20 @@ hx_promote(PG_FUNCTION_ARGS)
 			 * caller's memory (decompressed within SPI, they would be
 			 * freed with it).
 			 */
-			d = SPI_datumTransfer(SPI_getbinval(tup, desc, 4, &isnull), false, -1);
-					SPI_finish();
+			d = SPI_datumTransfer(SPI_getbinval(tup, desc, 3, &isnull), false, -1);
+			SPI_finish();
 			PG_RETURN_JSONB_P(DatumGetJsonbP(d));
 		}
-			SPI_finish();
+		SPI_finish();
 		PG_RETURN_JSONB_P(DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"))));
 	}
 
-	writes = staged_writes(values, &values[2]);
+	writes = staged_writes(values, &values[2], &values[4], &first_null);
 	values[3] = JsonbPGetDatum(writes);
-	run(Q_RECORD, values, NULL, SPI_OK_UPDATE);
-	run(Q_DELETE_CALLS, values, NULL, SPI_OK_DELETE);
+	nulls[4] = first_null ? 'n' : ' ';
+	run(Q_RECORD, values, nulls, SPI_OK_INSERT);
+	if (!first_null)
+		run_latest(Q_DELETE_CALLS, values, NULL, SPI_OK_DELETE);
 	d = SPI_datumTransfer(JsonbPGetDatum(writes), false, -1);
 	SPI_finish();
 	PG_RETURN_JSONB_P(DatumGetJsonbP(d));

@@ -365,12 +365,20 @@ REVOKE ALL ON @extschema@.hx_step, @extschema@.hx_step_call FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_step', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_step_call', '');
 
+-- hx_stage and hx_promote look steps and calls up by key, through plans
+-- prepared once per backend.  hx_step_call is small and churns (calls are
+-- deleted at promote), and both tables start empty: planned while a table
+-- was empty or just vacuumed, a lookup would scan the whole table, and keep
+-- scanning it as it grows until the next ANALYZE.  Within these two
+-- functions, sequential scans are off, so that every lookup probes the
+-- tables' primary keys.
 CREATE FUNCTION @extschema@.hx_stage(stream pg_catalog.text, step pg_catalog.text,
                                      call pg_catalog.text, writes pg_catalog.jsonb,
                                      ord pg_catalog.int4 DEFAULT NULL)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'hx_stage'
-LANGUAGE C VOLATILE;
+LANGUAGE C VOLATILE
+SET enable_seqscan = off;
 
 COMMENT ON FUNCTION @extschema@.hx_stage(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4)
 IS 'stage a tool call''s writes for a step of a stream; true when staged, false for a retry with the same writes';
@@ -378,7 +386,8 @@ IS 'stage a tool call''s writes for a step of a stream; true when staged, false 
 CREATE FUNCTION @extschema@.hx_promote(stream pg_catalog.text, step pg_catalog.text)
 RETURNS pg_catalog.jsonb
 AS 'MODULE_PATHNAME', 'hx_promote'
-LANGUAGE C VOLATILE STRICT;
+LANGUAGE C VOLATILE STRICT
+SET enable_seqscan = off;
 
 COMMENT ON FUNCTION @extschema@.hx_promote(pg_catalog.text, pg_catalog.text)
 IS 'a step''s staged writes, once, in tool-call order, for hx_merge in the same UPDATE; [] once promoted';

@@ -43,7 +43,10 @@
  * Both functions run their statements through plans prepared once per
  * backend (a staged step costs a few index probes, not a parse and plan
  * per statement), with every name qualified, as the caller: what the
- * tables' owner granted and configured applies.
+ * tables' owner granted and configured applies.  The install script
+ * declares both with SET enable_seqscan = off, so that a plan made while a
+ * table was empty or just vacuumed still probes its primary key rather
+ * than scanning a table that has grown since.
  *
  * src/step.c
  *

@@ -27,6 +27,8 @@
 # transaction and that the NOTIFY queue stayed empty.  Each run lasts
 # HX_BENCH_PG_SECONDS (default 8); the contenders take turns for
 # HX_BENCH_PG_REPS rounds (default 5), and the table shows the median tps.
+# HX_BENCH_PG_ONLY=transports32 runs only scenario 4 at 32 clients (none,
+# log only, WAL + hub and NOTIFY rotating every round).
 # Short runs and many turns, rather than long runs, because throughput on a
 # shared virtual machine drifts by tens of percent over seconds (one 12 s
 # run went from 6,000 to 15,000 tps and back): alternating often keeps the
@@ -276,33 +278,42 @@ run() {
 hx_log "pgbench: $T s per run, $REPS rounds, contenders taking turns"
 : >"$work/results.tsv"
 
-# 8 clients: every configuration, the order rotating every round and
-# reversing every other one
-keys=(guarded bare stream notify)
-for ((r = 0; r < REPS; r++)); do
-	order=("${keys[@]:r % 4}" "${keys[@]:0:r % 4}")
-	if ((r % 2)); then order=("${order[3]}" "${order[2]}" "${order[1]}" "${order[0]}"); fi
-	for k in "${order[@]}"; do run "$k" 8; done
-done
-# 1 and 32 clients: NOTIFY vs none, alternating
-for c in 1 32; do
+if [ "${HX_BENCH_PG_ONLY:-}" = transports32 ]; then
+	# only what the transports' targets compare, at 32 clients, the four
+	# rotating every round
+	keys=(bare log wal stream)
 	for ((r = 0; r < REPS; r++)); do
-		if ((r % 2)); then run notify "$c"; run bare "$c"; else run bare "$c"; run notify "$c"; fi
+		for ((i = 0; i < 4; i++)); do run "${keys[(i + r) % 4]}" 32; done
 	done
-done
-# the transports at 1, 8 and 32 clients: log only, and the WAL transport
-# with a hub attached, in turn with hx_stream over NOTIFY (the 8-client
-# bare and stream runs above serve as theirs)
-for c in 1 8 32; do
+else
+	# 8 clients: every configuration, the order rotating every round and
+	# reversing every other one
+	keys=(guarded bare stream notify)
 	for ((r = 0; r < REPS; r++)); do
-		if [ "$c" = 8 ]; then tkeys=(log wal); else tkeys=(log wal stream); fi
-		if ((r % 2)); then
-			for ((i = ${#tkeys[@]} - 1; i >= 0; i--)); do run "${tkeys[i]}" "$c"; done
-		else
-			for k in "${tkeys[@]}"; do run "$k" "$c"; done
-		fi
+		order=("${keys[@]:r % 4}" "${keys[@]:0:r % 4}")
+		if ((r % 2)); then order=("${order[3]}" "${order[2]}" "${order[1]}" "${order[0]}"); fi
+		for k in "${order[@]}"; do run "$k" 8; done
 	done
-done
+	# 1 and 32 clients: NOTIFY vs none, alternating
+	for c in 1 32; do
+		for ((r = 0; r < REPS; r++)); do
+			if ((r % 2)); then run notify "$c"; run bare "$c"; else run bare "$c"; run notify "$c"; fi
+		done
+	done
+	# the transports at 1, 8 and 32 clients: log only, and the WAL transport
+	# with a hub attached, in turn with hx_stream over NOTIFY (the 8-client
+	# bare and stream runs above serve as theirs)
+	for c in 1 8 32; do
+		for ((r = 0; r < REPS; r++)); do
+			if [ "$c" = 8 ]; then tkeys=(log wal); else tkeys=(log wal stream); fi
+			if ((r % 2)); then
+				for ((i = ${#tkeys[@]} - 1; i >= 0; i--)); do run "${tkeys[i]}" "$c"; done
+			else
+				for k in "${tkeys[@]}"; do run "$k" "$c"; done
+			fi
+		done
+	done
+fi
 
 # ---------------------------------------------------------------------
 # The table
@@ -339,12 +350,17 @@ row() {		# scenario clients A B target
 	fi
 	rows+=("$(printf '%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s' "$1" "$2" "$a" "$b" "$ratio" "$tgt" "$ok")")
 }
-row "1 guards vs none" 8 guarded bare 0.9
-row "2 hx_stream vs pg_notify" 8 stream notify 0.9
-row "3 pg_notify vs none" 1 notify bare
-row "3 pg_notify vs none" 8 notify bare
-row "3 pg_notify vs none" 32 notify bare
-for c in 1 8 32; do
+if [ "${HX_BENCH_PG_ONLY:-}" = transports32 ]; then
+	clients=(32)
+else
+	clients=(1 8 32)
+	row "1 guards vs none" 8 guarded bare 0.9
+	row "2 hx_stream vs pg_notify" 8 stream notify 0.9
+	row "3 pg_notify vs none" 1 notify bare
+	row "3 pg_notify vs none" 8 notify bare
+	row "3 pg_notify vs none" 32 notify bare
+fi
+for c in "${clients[@]}"; do
 	row "4 log only vs none" "$c" log bare
 	row "4 WAL + hub vs none" "$c" wal bare "$([ "$c" = 32 ] && echo 0.7)"
 	row "4 WAL + hub vs NOTIFY" "$c" wal stream "$([ "$c" = 32 ] && echo 2.5)"

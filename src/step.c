@@ -318,7 +318,14 @@ hx_stage(PG_FUNCTION_ARGS)
 		bool		same_writes;
 
 		if (run(Q_STAGED_CALL, values, NULL, SPI_OK_SELECT) != 1)
-			elog(ERROR, "staged call vanished while staging it again");
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not stage call \"%s\" of step \"%s\" of stream \"%s\" again",
+							hx_clip(TextDatumGetCString(values[2])),
+							hx_clip(TextDatumGetCString(values[1])),
+							hx_clip(TextDatumGetCString(values[0]))),
+					 errdetail("Its staged row was deleted by another transaction."),
+					 errhint("Retry the transaction.")));
 		tup = SPI_tuptable->vals[0];
 		desc = SPI_tuptable->tupdesc;
 		writes = SPI_getbinval(tup, desc, 1, &writes_null);

@@ -101,3 +101,17 @@ SELECT sum(seq_scan) - :scans_before AS seq_scans, count(*) AS tables FROM pg_st
 SELECT count(*) AS steps, count(*) FILTER (WHERE cardinality(promoted_calls) = 2) AS with_two_calls FROM hx_step;
 DROP TABLE sessions;
 DELETE FROM hx_step;
+
+-- a call staged as an object (an RFC 7386 patch of the state) is promoted
+-- as a merge at the root, in its place among the step's ops
+CREATE TABLE sessions (session_id text PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}');
+INSERT INTO sessions VALUES ('s-1', '{"todos": ["x"], "title": "old", "gone": 1}');
+SELECT hx_stage('sessions:s-1', 'step-obj', 'toolu_2', '{"title": "new", "gone": null}', 2);
+SELECT hx_stage('sessions:s-1', 'step-obj', 'toolu_1', '[{"op": "append", "path": "/todos", "items": ["y"]}]', 1);
+SELECT hx_stage('sessions:s-1', 'step-obj', 'toolu_3', '[{"op": "replace", "path": "/title", "value": "last"}]', 3);
+UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-obj')) WHERE session_id = 's-1';
+SELECT state FROM sessions;
+SELECT promoted_calls, promoted_writes FROM hx_step WHERE step = 'step-obj';
+DROP TABLE sessions;
+DELETE FROM hx_event;
+DELETE FROM hx_step;

@@ -69,6 +69,7 @@
 #include "utils/snapmgr.h"
 
 #include "hxstate.h"
+#include "tree.h"
 
 /* The statements of staging and promoting; $1 is the stream, $2 the step */
 typedef enum StepQuery
@@ -363,8 +364,7 @@ hx_stage(PG_FUNCTION_ARGS)
 static Jsonb *
 staged_writes(Datum *values, Datum *calls, Datum *first, bool *first_null)
 {
-	JsonbParseState *ps = NULL;
-	JsonbValue *res;
+	HxNode	   *ops = hx_node_new_array(0);
 	Datum	   *ids;
 	uint64		n;
 	uint64		i;
@@ -372,14 +372,13 @@ staged_writes(Datum *values, Datum *calls, Datum *first, bool *first_null)
 	n = run_latest(Q_CALLS, values, NULL, SPI_OK_SELECT);
 	*first_null = true;
 	ids = palloc(sizeof(Datum) * Max(n, 1));
-	pushJsonbValue(&ps, WJB_BEGIN_ARRAY, NULL);
 	for (i = 0; i < n; i++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[i];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 		Jsonb	   *w;
-
+		HxNode	   *node;
 		Datum		at;
 
 		ids[i] = SPI_getbinval(tup, desc, 1, &isnull);
@@ -388,49 +387,29 @@ staged_writes(Datum *values, Datum *calls, Datum *first, bool *first_null)
 		if (*first_null || DatumGetTimestampTz(at) < DatumGetTimestampTz(*first))
 			*first = at;
 		*first_null = false;
+
+		node = hx_node_from_jsonb(w);
 		if (JB_ROOT_IS_ARRAY(w) && !JB_ROOT_IS_SCALAR(w))
 		{
-			JsonbIterator *it = JsonbIteratorInit(&w->root);
-			JsonbValue	v;
-			JsonbIteratorToken tok;
+			int			m = hx_node_size(node);
+			int			j;
 
-			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-				if (tok == WJB_ELEM)
-					pushJsonbValue(&ps, WJB_ELEM, &v);
+			for (j = 0; j < m; j++)
+				hx_array_append(ops, hx_node_get_elem(node, j));
 		}
 		else
 		{
-			JsonbValue	k;
-			JsonbValue	v;
+			HxNode	   *op = hx_node_new_object(3);
 
-			pushJsonbValue(&ps, WJB_BEGIN_OBJECT, NULL);
-			k.type = jbvString;
-			v.type = jbvString;
-			k.val.string.val = "op";
-			k.val.string.len = 2;
-			v.val.string.val = "merge";
-			v.val.string.len = 5;
-			pushJsonbValue(&ps, WJB_KEY, &k);
-			pushJsonbValue(&ps, WJB_VALUE, &v);
-			k.val.string.val = "path";
-			k.val.string.len = 4;
-			v.val.string.val = "";
-			v.val.string.len = 0;
-			pushJsonbValue(&ps, WJB_KEY, &k);
-			pushJsonbValue(&ps, WJB_VALUE, &v);
-			k.val.string.val = "value";
-			k.val.string.len = 5;
-			v.type = jbvBinary;
-			v.val.binary.data = &w->root;
-			v.val.binary.len = VARSIZE(w) - VARHDRSZ;
-			pushJsonbValue(&ps, WJB_KEY, &k);
-			pushJsonbValue(&ps, WJB_VALUE, &v);
-			pushJsonbValue(&ps, WJB_END_OBJECT, NULL);
+			/* inserted in jsonb key order, so the object stays sorted */
+			hx_object_set(op, "op", 2, hx_node_new_string("merge", 5));
+			hx_object_set(op, "path", 4, hx_node_new_string("", 0));
+			hx_object_set(op, "value", 5, node);
+			hx_array_append(ops, op);
 		}
 	}
-	res = pushJsonbValue(&ps, WJB_END_ARRAY, NULL);
 	*calls = PointerGetDatum(construct_array(ids, (int) n, TEXTOID, -1, false, TYPALIGN_INT));
-	return JsonbValueToJsonb(res);
+	return hx_node_to_jsonb(ops, CurrentMemoryContext);
 }
 
 PG_FUNCTION_INFO_V1(hx_promote);

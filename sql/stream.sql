@@ -212,6 +212,22 @@ RESET ROLE;
 SET ROLE regress_hx_reader;
 SELECT seq, event->'delta' AS delta FROM hx_stream_events('owned:b');
 RESET ROLE;
+-- every policy the owner puts on the log applies to every event: a
+-- restrictive one refuses the change that would log a stream it does not
+-- allow, and the change with it; the other streams go on
+CREATE POLICY owner_not_c ON hx_event AS RESTRICTIVE FOR INSERT TO regress_hx_owner
+	WITH CHECK (stream <> 'owned:c');
+SET ROLE regress_hx_app;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$INSERT INTO owned VALUES ('c')$$);
+\pset tuples_only off
+\pset format aligned
+INSERT INTO owned VALUES ('d');
+RESET ROLE;
+SELECT id FROM owned WHERE id IN ('c', 'd');
+SELECT stream, seq, type FROM hx_event WHERE stream IN ('owned:c', 'owned:d');
+DROP POLICY owner_not_c ON hx_event;
 
 ALTER TABLE hx_event DISABLE ROW LEVEL SECURITY;
 DROP POLICY reader_sees_b ON hx_event;
@@ -222,6 +238,51 @@ REVOKE ALL ON SCHEMA public FROM regress_hx_owner, regress_hx_app, regress_hx_re
 DROP ROLE regress_hx_owner, regress_hx_app, regress_hx_reader;
 DROP VIEW events;
 DROP TABLE sessions, loose, runs, misuse;
+DELETE FROM hx_event;
+
+-- Triggers the owner puts on the log fire for every event: a row trigger
+-- (which PostgreSQL clones onto every partition) and a statement trigger
+-- on the log itself
+CREATE TABLE log_seen (stream text, seq bigint, on_partition boolean);
+CREATE FUNCTION log_seen() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+	INSERT INTO log_seen VALUES (NEW.stream, NEW.seq, TG_TABLE_NAME LIKE 'hx\_event\__');
+	RETURN NULL;
+END
+$f$;
+CREATE FUNCTION log_statement() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+	RAISE NOTICE 'statement on %', TG_TABLE_NAME;
+	RETURN NULL;
+END
+$f$;
+CREATE TRIGGER seen AFTER INSERT ON hx_event FOR EACH ROW EXECUTE FUNCTION log_seen();
+CREATE TRIGGER stmt AFTER INSERT ON hx_event FOR EACH STATEMENT EXECUTE FUNCTION log_statement();
+CREATE TABLE watched (id int PRIMARY KEY, state jsonb);
+CREATE TRIGGER hx AFTER INSERT OR UPDATE OR DELETE ON watched
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id', 'payload=none');
+INSERT INTO watched VALUES (1, '{"n": 1}'), (2, '{"n": 1}');
+UPDATE watched SET state = '{"n": 2}' WHERE id = 1;
+SELECT s.stream, s.seq, s.on_partition, e.type
+  FROM log_seen s JOIN hx_event e USING (stream, seq) ORDER BY 1, 2;
+SELECT count(*) AS events FROM hx_event WHERE stream LIKE 'watched:%';
+DROP TRIGGER seen ON hx_event;
+DROP TRIGGER stmt ON hx_event;
+-- without them, events go on where they left off
+UPDATE watched SET state = '{"n": 3}';
+SELECT stream, seq, type, event->'delta' AS delta FROM hx_event
+ WHERE stream LIKE 'watched:%' AND seq > 1 ORDER BY 1, 2;
+-- a partition detached from the ring: the other days' events are still
+-- routed as the log's partitioning says, and each stream's seq goes on
+SELECT b AS away_bucket, format('hx_event_%s', b) AS away
+  FROM (SELECT ((floor(EXTRACT(epoch FROM clock_timestamp() - '1970-01-01 00:00:00+00'::timestamptz)
+                       / 86400)::bigint + 4) % 8 + 8) % 8 AS b) d \gset
+ALTER TABLE hx_event DETACH PARTITION :away;
+UPDATE watched SET state = '{"n": 4}' WHERE id = 2;
+ALTER TABLE hx_event ATTACH PARTITION :away FOR VALUES IN (:away_bucket);
+SELECT stream, seq, type FROM hx_event WHERE stream = 'watched:2' ORDER BY seq;
+DROP TABLE watched, log_seen;
+DROP FUNCTION log_seen(), log_statement();
 DELETE FROM hx_event;
 
 -- A partitioned table streams under its root's name, wherever a row is

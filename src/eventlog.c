@@ -5,9 +5,16 @@
  *	  transaction of the change it reports, the source of truth that
  *	  followers read and resume from.
  *
- * Writing goes through one INSERT prepared per backend, so that what the
- * table's owner configured on the log (row-level security policies,
- * triggers, the partition it routes to) applies.  The stream's next seq
+ * An event is written straight into the partition of its day, as the
+ * logical replication apply worker writes a row: the tuple is formed,
+ * checked against the partition's constraints and bound, and inserted with
+ * its index entries, with no query to plan or start.  That is what an
+ * INSERT into the parent does, when the owner has configured nothing more
+ * on the log; when they have (row-level security, a trigger or a rule on
+ * the log or the partition, a partition that is not laid out as the
+ * extension made it or does not accept the row), the event goes through
+ * an INSERT into the parent prepared once per backend, so that all of it
+ * applies.  The stream's next seq
  * is its last seq plus one, read straight from the partitions' primary
  * keys (stream, seq), backwards, so that neither row-level security nor
  * the owner's privileges can hide an event, and with the latest snapshot,
@@ -35,18 +42,30 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "partitioning/partbounds.h"
+#include "partitioning/partdesc.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/partcache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "eventlog.h"
+
+/* The log's columns, in order, as the install script creates them */
+#define HX_LOG_NATTS 5
+static const Oid log_atttypes[HX_LOG_NATTS] =
+{TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
 
 /*
  * Cached once per backend: the log's INSERT and its partitions.  A
@@ -58,6 +77,7 @@ static SPIPlanPtr insert_plan = NULL;
 static Oid	log_relid = InvalidOid;
 static Oid	bucket_relids[HX_LOG_BUCKETS];
 static bool stale = true;
+static bool ring_intact = false;	/* partition b takes the days b mod 8 */
 static int	insert_depth = 0;	/* INSERTs of the log running, nested */
 
 static void
@@ -78,11 +98,60 @@ hx_log_init(void)
 	CacheRegisterRelcacheCallback(log_relcache_callback, (Datum) 0);
 }
 
+/*
+ * Is the log still partitioned as the install script made it: by one
+ * bigint expression of created_at alone (the day modulo HX_LOG_BUCKETS, a
+ * partition key cannot be altered), each value b taken by hx_event_<b>?
+ * Then insert_direct() may pick the partition itself, without evaluating
+ * the partition bound (a numeric expression, the larger part of the cost
+ * of routing a row).  When partitions were detached or attached otherwise,
+ * every event goes through the INSERT into the parent.
+ */
+static bool
+check_ring(void)
+{
+	Relation	rel = table_open(log_relid, AccessShareLock);
+	PartitionKey key;
+	PartitionDesc pdesc;
+	PartitionBoundInfo bound;
+	Bitmapset  *attnos = NULL;
+	bool		intact = false;
+	int			i;
+
+	if (rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		goto done;
+	key = RelationGetPartitionKey(rel);
+	if (key->strategy != PARTITION_STRATEGY_LIST || key->partnatts != 1 ||
+		key->partattrs[0] != 0 || key->parttypid[0] != INT8OID ||
+		list_length(key->partexprs) != 1)
+		goto done;
+	pull_varattnos(linitial(key->partexprs), 1, &attnos);
+	if (!bms_is_member(5 - FirstLowInvalidHeapAttributeNumber, attnos) ||
+		bms_num_members(attnos) != 1)
+		goto done;
+	pdesc = RelationGetPartitionDesc(rel, true);
+	bound = pdesc->boundinfo;
+	if (bound == NULL || bound->strategy != PARTITION_STRATEGY_LIST ||
+		bound->ndatums != HX_LOG_BUCKETS)
+		goto done;
+	for (i = 0; i < bound->ndatums; i++)
+	{
+		int64		b = DatumGetInt64(bound->datums[i][0]);
+
+		if (b < 0 || b >= HX_LOG_BUCKETS ||
+			pdesc->oids[bound->indexes[i]] != bucket_relids[b])
+			goto done;
+	}
+	intact = true;
+done:
+	table_close(rel, AccessShareLock);
+	return intact;
+}
+
 /* Prepare the INSERT and find the partitions, once per backend (under SPI) */
 void
 hx_log_prepare(void)
 {
-	Oid			instypes[4] = {TEXTOID, INT8OID, TEXTOID, JSONBOID};
 	SPIPlanPtr	plan;
 	const char *nsp;
 	int			i;
@@ -102,12 +171,13 @@ hx_log_prepare(void)
 	log_relid = hx_extension_relid("hx_event");
 	for (i = 0; i < HX_LOG_BUCKETS; i++)
 		bucket_relids[i] = hx_extension_relid(psprintf("hx_event_%d", i));
+	ring_intact = check_ring();
 
 	/* every name qualified: this runs as the table owner, any search_path */
 	nsp = quote_identifier(get_namespace_name(get_rel_namespace(log_relid)));
-	plan = SPI_prepare(psprintf("INSERT INTO %s.hx_event (stream, seq, type, event)"
-								" VALUES ($1, $2, $3, $4)", nsp),
-					   4, instypes);
+	plan = SPI_prepare(psprintf("INSERT INTO %s.hx_event (stream, seq, type, event, created_at)"
+								" VALUES ($1, $2, $3, $4, $5)", nsp),
+					   HX_LOG_NATTS, (Oid *) log_atttypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(plan);
@@ -121,16 +191,19 @@ hx_log_relid(void)
 	return log_relid;
 }
 
-/* Days since the Unix epoch of a timestamp, as the partitions count them */
+/*
+ * Days since the Unix epoch of a timestamp, as the partitions count them:
+ * the partition key is floor(EXTRACT(epoch FROM created_at - the epoch) /
+ * 86400), and that EXTRACT is the exact number of microseconds, so this is
+ * floor division of microseconds.
+ */
 static int64
 day_of(TimestampTz ts)
 {
-	int64		secs = ts / USECS_PER_SEC +
-		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY;
+	int64		usecs = ts + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	int64		per_day = (int64) HX_LOG_BUCKET_SECONDS * USECS_PER_SEC;
 
-	/* floor division: the partition key is floor(epoch / 86400) */
-	return (secs >= 0) ? secs / HX_LOG_BUCKET_SECONDS :
-		-((-secs + HX_LOG_BUCKET_SECONDS - 1) / HX_LOG_BUCKET_SECONDS);
+	return (usecs >= 0) ? usecs / per_day : -((-usecs + per_day - 1) / per_day);
 }
 
 static int
@@ -217,16 +290,126 @@ hx_log_next_seq(const char *stream)
 	return last + 1;
 }
 
+/*
+ * May an event be written straight into rel (the log or one of its
+ * partitions), with nothing the owner configured left out?
+ */
+static bool
+plain_log_relation(Relation rel, bool partition)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+
+	if (rel->rd_rel->relrowsecurity || rel->trigdesc != NULL ||
+		rel->rd_rules != NULL)
+		return false;
+	if (!partition)
+		return true;
+	if (rel->rd_rel->relkind != RELKIND_RELATION || !rel->rd_rel->relispartition ||
+		desc->natts != HX_LOG_NATTS)
+		return false;
+	for (i = 0; i < HX_LOG_NATTS; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped || att->atttypid != log_atttypes[i] ||
+			att->attgenerated)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Write one event straight into the partition of created_at's day; false
+ * (and nothing written) when the INSERT into the parent must do it.
+ */
+static bool
+insert_direct(Datum *values, TimestampTz created_at)
+{
+	Relation	parent;
+	Relation	part;
+	EState	   *estate;
+	RangeTblEntry *rte;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+
+	if (!ring_intact)
+		return false;
+	/* the locks an INSERT into the parent takes */
+	parent = table_open(log_relid, RowExclusiveLock);
+	/* locking may have brought news of a partition attached or detached */
+	if (stale || !plain_log_relation(parent, false))
+	{
+		table_close(parent, NoLock);
+		return false;
+	}
+	part = table_open(bucket_relids[bucket_of_day(day_of(created_at))],
+					  RowExclusiveLock);
+	if (stale || !plain_log_relation(part, true))
+	{
+		table_close(part, NoLock);
+		table_close(parent, NoLock);
+		return false;
+	}
+
+	estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(part);
+	rte->relkind = part->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	ExecInitRangeTable(estate, list_make1(rte));
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, part, 1, NULL, 0);
+	estate->es_output_cid = GetCurrentCommandId(true);
+	ExecOpenIndices(rri, false);
+
+	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(part), &TTSOpsVirtual);
+	ExecClearTuple(slot);
+	memcpy(slot->tts_values, values, HX_LOG_NATTS * sizeof(Datum));
+	memset(slot->tts_isnull, false, HX_LOG_NATTS * sizeof(bool));
+	ExecStoreVirtualTuple(slot);
+
+#ifdef USE_ASSERT_CHECKING
+	/* the day's partition is the one that routing would pick */
+	Assert(ExecPartitionCheck(rri, slot, estate, false));
+#endif
+	/* what ExecSimpleRelationInsert() does, but the bound already known */
+	if (part->rd_att->constr)
+		ExecConstraints(rri, slot, estate);
+	simple_table_tuple_insert(part, slot);
+	if (rri->ri_NumIndices > 0)
+		list_free(ExecInsertIndexTuples(rri, slot, estate, false, false,
+										NULL, NIL));
+
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	table_close(part, NoLock);
+	table_close(parent, NoLock);
+	return true;
+}
+
 void
 hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 {
-	Datum		values[4];
+	Datum		values[HX_LOG_NATTS];
+	TimestampTz created_at = GetCurrentTimestamp();	/* clock_timestamp() */
 
 	Assert(insert_plan != NULL);
 	values[0] = CStringGetTextDatum(stream);
 	values[1] = Int64GetDatum(seq);
 	values[2] = CStringGetTextDatum(type);
 	values[3] = JsonbPGetDatum(event);
+	values[4] = TimestampTzGetDatum(created_at);
+
+	if (insert_direct(values, created_at))
+	{
+		/* visible to the next event's hx_log_next_seq, as SPI would make it */
+		CommandCounterIncrement();
+		return;
+	}
+
 	insert_depth++;
 	PG_TRY();
 	{

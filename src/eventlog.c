@@ -64,6 +64,7 @@
 
 /* The log's columns, in order, as the install script creates them */
 #define HX_LOG_NATTS 5
+#define HX_LOG_CREATED_AT 5		/* attribute number of created_at */
 static const Oid log_atttypes[HX_LOG_NATTS] =
 {TEXTOID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
 
@@ -126,7 +127,7 @@ check_ring(void)
 		list_length(key->partexprs) != 1)
 		goto done;
 	pull_varattnos(linitial(key->partexprs), 1, &attnos);
-	if (!bms_is_member(5 - FirstLowInvalidHeapAttributeNumber, attnos) ||
+	if (!bms_is_member(HX_LOG_CREATED_AT - FirstLowInvalidHeapAttributeNumber, attnos) ||
 		bms_num_members(attnos) != 1)
 		goto done;
 	pdesc = RelationGetPartitionDesc(rel, true);
@@ -239,7 +240,7 @@ probe(Oid relid, Datum streamtext, Snapshot snapshot, int64 *seq,
 
 		*seq = DatumGetInt64(slot_getattr(slot, index->rd_index->indkey.values[1],
 										  &isnull));
-		*created_at = DatumGetTimestampTz(slot_getattr(slot, 5, &isnull));
+		*created_at = DatumGetTimestampTz(slot_getattr(slot, HX_LOG_CREATED_AT, &isnull));
 	}
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);

@@ -84,7 +84,18 @@ echo "PostgreSQL: $(sql "SELECT version()")"
 settings=$(sql "SELECT format('synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s, hxstate %s',
 	current_setting('synchronous_commit'), current_setting('wal_sync_method'),
 	current_setting('shared_buffers'), (SELECT extversion FROM pg_extension WHERE extname = 'hxstate'))")
-echo "SHOW fsync: $fsync; $settings"
+# whether shared memory is on huge pages: huge_pages = try says only that
+# it may be, so look at the postmaster's mappings (2 MB kernel pages)
+hp="huge_pages=$(sql "SHOW huge_pages")"
+pm_pid=$(head -1 "$(sql "SHOW data_directory")/postmaster.pid" 2>/dev/null || true)
+if [ -n "$pm_pid" ] && [ -r "/proc/$pm_pid/smaps" ]; then
+	if grep -q '^KernelPageSize: *2048 kB' "/proc/$pm_pid/smaps"; then
+		hp="$hp (shared memory on 2 MB pages)"
+	else
+		hp="$hp (shared memory on 4 kB pages)"
+	fi
+fi
+echo "SHOW fsync: $fsync; $settings; $hp"
 echo "pgbench: $("$PGBENCH" --version); CPU: $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 if [ "$fsync" != on ]; then
 	echo "bench/pgbench: fsync is $fsync, not on" >&2

@@ -126,13 +126,15 @@ IS 'create (if missing) the publication of the event log that followers decode f
 -- EXTRACT of a timestamptz depends on the time zone), so that hx_stream_trim drops whole days with TRUNCATE: no lock that
 -- stops writers (they write today's partition), no dead rows to vacuum, the
 -- space returned at once.  Each partition has its primary key (stream,
--- seq); the trigger finds a stream's last seq through them.  The existing
--- log is carried over, with its grants and row-level security policies.
+-- seq); the trigger finds a stream's last seq through them.  Stream names
+-- compare byte by byte (COLLATE "C"): they are identifiers, not prose, and
+-- every probe and insert of the key compares them.  The existing log is
+-- carried over, with its grants and row-level security policies.
 --
 ALTER TABLE @extschema@.hx_event RENAME TO hx_event_0_4;
 
 CREATE TABLE @extschema@.hx_event (
-    stream     text        NOT NULL,
+    stream     text        COLLATE pg_catalog."C" NOT NULL,
     seq        bigint      NOT NULL CONSTRAINT hx_event_seq_check CHECK (seq > 0),
     type       text        NOT NULL,
     event      jsonb       NOT NULL,

@@ -281,6 +281,25 @@ ALTER TABLE hx_event DETACH PARTITION :away;
 UPDATE watched SET state = '{"n": 4}' WHERE id = 2;
 ALTER TABLE hx_event ATTACH PARTITION :away FOR VALUES IN (:away_bucket);
 SELECT stream, seq, type FROM hx_event WHERE stream = 'watched:2' ORDER BY seq;
+-- CHECK constraints the owner adds to the log hold for every event, from
+-- the next event on, and stop holding once dropped: a change whose event
+-- one refuses is refused with it
+ALTER TABLE hx_event ADD CONSTRAINT watched_2_short CHECK (stream <> 'watched:2' OR seq <= 3);
+SELECT regexp_replace(split_part(err($$UPDATE watched SET state = '{"n": 5}' WHERE id = 2$$), E'\n', 1),
+                      'hx_event_[0-7]', 'hx_event_<day>') AS refused;
+UPDATE watched SET state = '{"n": 5}' WHERE id = 1;
+-- one constraint put in another's place (as many as before) holds instead
+ALTER TABLE hx_event DROP CONSTRAINT watched_2_short,
+	ADD CONSTRAINT watched_1_short CHECK (stream <> 'watched:1' OR seq <= 4);
+SELECT regexp_replace(split_part(err($$UPDATE watched SET state = '{"n": 6}' WHERE id = 1$$), E'\n', 1),
+                      'hx_event_[0-7]', 'hx_event_<day>') AS refused;
+UPDATE watched SET state = '{"n": 5}' WHERE id = 2;
+ALTER TABLE hx_event DROP CONSTRAINT watched_1_short;
+SELECT stream, seq, type, event->'delta' AS delta FROM hx_event
+ WHERE stream LIKE 'watched:%' AND seq > 3 ORDER BY 1, 2;
+-- the log's own CHECK (seq > 0) is one of them
+SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+ WHERE conrelid = 'hx_event'::regclass AND contype = 'c' ORDER BY 1;
 DROP TABLE watched, log_seen;
 DROP FUNCTION log_seen(), log_statement();
 DELETE FROM hx_event;

@@ -55,6 +55,7 @@
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/partcache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -81,16 +82,39 @@ static bool stale = true;
 static bool ring_intact = false;	/* partition b takes the days b mod 8 */
 static int	insert_depth = 0;	/* INSERTs of the log running, nested */
 
+/*
+ * The CHECK constraints of each partition, compiled once per backend
+ * rather than for every event (an executor's ResultRelInfo compiles them
+ * on first use, and insert_direct() makes one per event).  Valid until a
+ * relcache invalidation of the partition or the log (a constraint added or
+ * dropped sends one); busy while being evaluated, so that an event written
+ * from inside a constraint's function compiles its own.
+ */
+typedef struct LogChecks
+{
+	bool		valid;
+	bool		busy;
+	int			ncheck;
+	ExprState **exprs;
+	MemoryContext cxt;
+} LogChecks;
+
+static LogChecks log_checks[HX_LOG_BUCKETS];
+
 static void
 log_relcache_callback(Datum arg, Oid relid)
 {
+	bool		all = (relid == InvalidOid || relid == log_relid);
 	int			i;
 
-	if (relid == InvalidOid || relid == log_relid)
+	if (all)
 		stale = true;
 	for (i = 0; i < HX_LOG_BUCKETS; i++)
-		if (relid == bucket_relids[i])
+		if (all || relid == bucket_relids[i])
+		{
 			stale = true;
+			log_checks[i].valid = false;
+		}
 }
 
 void
@@ -321,6 +345,46 @@ plain_log_relation(Relation rel, bool partition)
 }
 
 /*
+ * The compiled CHECK constraints of partition b (open as part), as
+ * ExecRelCheck() would compile them: NULL when busy, and the executor
+ * compiles its own.
+ */
+static LogChecks *
+log_checks_for(int b, Relation part)
+{
+	LogChecks  *lc = &log_checks[b];
+	TupleConstr *constr = part->rd_att->constr;
+	MemoryContext old;
+	int			i;
+
+	if (lc->busy)
+		return NULL;
+	if (lc->valid && lc->ncheck == constr->num_check)
+		return lc;
+	if (lc->cxt)
+		MemoryContextDelete(lc->cxt);
+	lc->cxt = NULL;
+	lc->exprs = NULL;
+	lc->ncheck = 0;
+	lc->valid = false;
+	if (constr->num_check != part->rd_rel->relchecks)
+		return NULL;			/* ExecRelCheck() reports it */
+
+	lc->cxt = AllocSetContextCreate(CacheMemoryContext,
+									"hxstate log constraints",
+									ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(lc->cxt);
+	lc->exprs = palloc(Max(constr->num_check, 1) * sizeof(ExprState *));
+	for (i = 0; i < constr->num_check; i++)
+		lc->exprs[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
+									NULL);
+	MemoryContextSwitchTo(old);
+	lc->ncheck = constr->num_check;
+	lc->valid = true;
+	return lc;
+}
+
+/*
  * Write one event straight into the partition of created_at's day; false
  * (and nothing written) when the INSERT into the parent must do it.
  */
@@ -333,6 +397,7 @@ insert_direct(Datum *values, TimestampTz created_at)
 	RangeTblEntry *rte;
 	ResultRelInfo *rri;
 	TupleTableSlot *slot;
+	int			b;
 
 	if (!ring_intact)
 		return false;
@@ -344,8 +409,8 @@ insert_direct(Datum *values, TimestampTz created_at)
 		table_close(parent, NoLock);
 		return false;
 	}
-	part = table_open(bucket_relids[bucket_of_day(day_of(created_at))],
-					  RowExclusiveLock);
+	b = bucket_of_day(day_of(created_at));
+	part = table_open(bucket_relids[b], RowExclusiveLock);
 	if (stale || !plain_log_relation(part, true))
 	{
 		table_close(part, NoLock);
@@ -377,7 +442,28 @@ insert_direct(Datum *values, TimestampTz created_at)
 #endif
 	/* what ExecSimpleRelationInsert() does, but the bound already known */
 	if (part->rd_att->constr)
-		ExecConstraints(rri, slot, estate);
+	{
+		LogChecks  *lc = NULL;
+
+		if (part->rd_att->constr->num_check > 0)
+			lc = log_checks_for(b, part);
+		if (lc == NULL)
+			ExecConstraints(rri, slot, estate);
+		else
+		{
+			rri->ri_ConstraintExprs = lc->exprs;
+			lc->busy = true;
+			PG_TRY();
+			{
+				ExecConstraints(rri, slot, estate);
+			}
+			PG_FINALLY();
+			{
+				lc->busy = false;
+			}
+			PG_END_TRY();
+		}
+	}
 	simple_table_tuple_insert(part, slot);
 	if (rri->ri_NumIndices > 0)
 		list_free(ExecInsertIndexTuples(rri, slot, estate, false, false,

@@ -94,6 +94,7 @@ typedef struct LogChecks
 {
 	bool		valid;
 	bool		busy;
+	Oid			relid;			/* the partition they were compiled for */
 	int			ncheck;
 	ExprState **exprs;
 	MemoryContext cxt;
@@ -359,7 +360,8 @@ log_checks_for(int b, Relation part)
 
 	if (lc->busy)
 		return NULL;
-	if (lc->valid && lc->ncheck == constr->num_check)
+	if (lc->valid && lc->relid == RelationGetRelid(part) &&
+		lc->ncheck == constr->num_check)
 		return lc;
 	if (lc->cxt)
 		MemoryContextDelete(lc->cxt);
@@ -379,6 +381,7 @@ log_checks_for(int b, Relation part)
 		lc->exprs[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
 									NULL);
 	MemoryContextSwitchTo(old);
+	lc->relid = RelationGetRelid(part);
 	lc->ncheck = constr->num_check;
 	lc->valid = true;
 	return lc;

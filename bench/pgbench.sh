@@ -16,7 +16,10 @@
 #      payload=none (log only) vs no trigger; the same with a hub following
 #      every stream over the WAL (bench/pgbench/follow.js) vs no trigger,
 #      target >= 0.7 at 32, and vs hx_stream over NOTIFY, target >= 2.5
-#      at 32.
+#      at 32; and at 32, for reference, PostgreSQL's own pg_recvlogical
+#      decoding the same publication in the hub's place (no target): the
+#      CPU that the walsender and its client take per transaction is
+#      printed for both.
 # Every transaction is the one statement of bench/pgbench/update.sql (or
 # update_notify.sql, the same plus pg_notify), autocommit, on a random one
 # of 1000 sessions (pgbench -n -M prepared -j 2).  The table is made anew
@@ -28,14 +31,15 @@
 # HX_BENCH_PG_SECONDS (default 8); the contenders take turns for
 # HX_BENCH_PG_REPS rounds (default 5), and the table shows the median tps.
 # HX_BENCH_PG_ONLY=transports32 runs only scenario 4 at 32 clients (none,
-# log only, WAL + hub and NOTIFY rotating every round).
+# log only, WAL + hub, WAL + pg_recvlogical and NOTIFY rotating every
+# round).
 # Short runs and many turns, rather than long runs, because throughput on a
 # shared virtual machine drifts by tens of percent over seconds (one 12 s
 # run went from 6,000 to 15,000 tps and back): alternating often keeps the
 # drift out of the ratios.  The
 # 8-client runs serve every scenario at once: one round runs guarded, bare,
 # stream and bare + pg_notify, so scenario 3 at 8 clients reuses the "bare"
-# runs of 1 and the pg_notify runs of 2.  88 runs: about 14 minutes.
+# runs of 1 and the pg_notify runs of 2.  93 runs: about 15 minutes.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,6 +53,8 @@ REPS=${HX_BENCH_PG_REPS:-5}
 ROWS=1000
 THREADS=2
 PGBENCH=$(hx_bindir "$HX_PG_CONFIG")/pgbench
+RECVLOGICAL=$(hx_bindir "$HX_PG_CONFIG")/pg_recvlogical
+CLK_TCK=$(getconf CLK_TCK)
 SCRIPTS=$top/bench/pgbench
 
 work=$(mktemp -d)
@@ -56,6 +62,7 @@ listener_pid=
 cleanup() {
 	if [ -n "$listener_pid" ]; then kill "$listener_pid" 2>/dev/null || true; fi
 	if [ -n "${follower_pid:-}" ]; then kill "$follower_pid" 2>/dev/null || true; fi
+	if [ -n "${recv_pid:-}" ]; then kill "$recv_pid" 2>/dev/null || true; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -183,7 +190,10 @@ export PLEN
 # ---------------------------------------------------------------------
 # key: guarded | bare | stream | notify (bare table + update_notify.sql)
 #      | log (hx_stream payload=none) | wal (log, and a hub following every
-#      stream over the WAL: bench/pgbench/follow.js)
+#      stream over the WAL: bench/pgbench/follow.js) | recv (log, and
+#      PostgreSQL's own pg_recvlogical decoding the same publication with
+#      pgoutput, its output discarded: what the walsender costs whatever the
+#      client)
 start=$(date +%s)
 lost=0
 notified=0
@@ -204,18 +214,77 @@ follower_start() {	# transport $1; waits for "ready"
 		waited=$((waited + 1))
 	done
 }
+# pg_recvlogical on a slot of its own (it cannot make temporary ones),
+# writing nothing (-F 0: no fsync of /dev/null) and
+# confirming what it has received every second (-s 1)
+recv_pid=
+recv_start() {
+	"$RECVLOGICAL" -d "$DB" --slot=hx_bench_recv --create-slot -P pgoutput
+	"$RECVLOGICAL" -d "$DB" --slot=hx_bench_recv --start -s 1 -F 0 --no-loop \
+		-o proto_version=1 -o publication_names=hxstate_events -f /dev/null 2>"$work/recv.err" &
+	recv_pid=$!
+	local waited=0
+	until [ "$(sql "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'pg_recvlogical' AND state = 'streaming'")" = 1 ]; do
+		if ! kill -0 "$recv_pid" 2>/dev/null || [ "$waited" -gt 500 ]; then
+			cat "$work/recv.err" >&2
+			echo "bench/pgbench: pg_recvlogical did not start" >&2
+			exit 1
+		fi
+		sleep 0.02
+		waited=$((waited + 1))
+	done
+}
+# waits until the slot has confirmed the WAL up to $1 (every transaction
+# of the run decoded and received), then stops pg_recvlogical and drops
+# the slot; prints the ms waited
+recv_stop() {
+	local t0 waited=0
+	t0=$(date +%s%N)
+	until [ "$(sql "SELECT confirmed_flush_lsn >= '$1' FROM pg_replication_slots WHERE slot_name = 'hx_bench_recv'")" = t ]; do
+		if [ "$waited" -gt 1000 ]; then
+			cat "$work/recv.err" >&2
+			echo "bench/pgbench: pg_recvlogical did not confirm $1 within 20 s" >&2
+			exit 1
+		fi
+		sleep 0.02
+		waited=$((waited + 1))
+	done
+	echo $((($(date +%s%N) - t0) / 1000000))
+	kill "$recv_pid"
+	wait "$recv_pid" 2>/dev/null || true
+	recv_pid=
+	"$RECVLOGICAL" -d "$DB" --slot=hx_bench_recv --drop-slot
+}
+cputicks() {	# user + system clock ticks of process $1
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
 run() {
 	local key=$1 clients=$2 config script
 	case $key in
 		guarded | bare | stream | log) config=$key script=$SCRIPTS/update.sql ;;
-		wal) config=log script=$SCRIPTS/update.sql ;;
+		wal | recv) config=log script=$SCRIPTS/update.sql ;;
 		notify) config=bare script=$SCRIPTS/update_notify.sql ;;
 	esac
 	reset_table "$config"
 	listener_signal USR2		# the INSERTs' snapshots delivered, counters zeroed
-	if [ "$key" = wal ]; then follower_start wal; fi
+	local consumer='' sender='' c0=0 s0=0 cpu=''
+	if [ "$key" = wal ]; then follower_start wal; consumer=$follower_pid; fi
+	if [ "$key" = recv ]; then recv_start; consumer=$recv_pid; fi
+	if [ -n "$consumer" ]; then
+		# the CPU the walsender and its client take during the run
+		sender=$(sql "SELECT pid FROM pg_stat_replication WHERE application_name IN ('hx_bench_follower', 'pg_recvlogical')")
+		s0=$(cputicks "$sender")
+		c0=$(cputicks "$consumer")
+	fi
 
 	pgbench_run "$clients" "$T" "$script"
+	if [ -n "$consumer" ]; then
+		cpu=$(awk -v s=$(($(cputicks "$sender") - s0)) -v c=$(($(cputicks "$consumer") - c0)) -v hz="$CLK_TCK" \
+			-v n="$(pgbench_value 'number of transactions actually processed: ')" \
+			'BEGIN { printf "%.1f\t%.1f", s / hz * 1e6 / n, c / hz * 1e6 / n }')
+	fi
+	local endlsn
+	endlsn=$(sql "SELECT pg_current_wal_lsn()")
 
 	local tps n lat failed received drain maxq events=- expect=0
 	tps=$(pgbench_value 'tps = ')
@@ -255,7 +324,9 @@ run() {
 		walfollowed=$((walfollowed + fgot))
 		walexpected=$((walexpected + n))
 	fi
-	if [ "$key" = stream ] || [ "$key" = log ] || [ "$key" = wal ]; then
+	local rdrain
+	if [ "$key" = recv ]; then rdrain=$(recv_stop "$endlsn"); fi
+	if [ "$key" = stream ] || [ "$key" = log ] || [ "$key" = wal ] || [ "$key" = recv ]; then
 		events=$(sql "SELECT count(*) FROM hx_event WHERE type = 'STATE_DELTA'")
 		if [ "$events" != "$n" ]; then
 			echo "bench/pgbench: $key, $clients clients: $n transactions but $events events logged" >&2
@@ -269,6 +340,7 @@ run() {
 	lost=$((lost + expect - received))
 	notified=$((notified + expect))
 	printf '%s\t%s\t%s\t%s\n' "$key" "$clients" "$tps" "$maxq" >>"$work/results.tsv"
+	if [ -n "$cpu" ]; then printf '%s\t%s\t%s\n' "$key" "$clients" "$cpu" >>"$work/cpu.tsv"; fi
 	printf '  %-8s %2s clients: %8.1f tps, latency %6s ms, %7s transactions; listener got %6s notifications' \
 		"$key" "$clients" "$tps" "$lat" "$n" "$received"
 	if [ "$expect" = 0 ]; then
@@ -279,22 +351,30 @@ run() {
 		printf ' (%s MISSING, waited %s ms)' $((expect - received)) "$drain"
 	fi
 	printf ', NOTIFY queue at most %s full' "$maxq"
-	if [ "$key" = stream ] || [ "$key" = log ] || [ "$key" = wal ]; then printf '; %s events logged' "$events"; fi
+	if [ "$key" = stream ] || [ "$key" = log ] || [ "$key" = wal ] || [ "$key" = recv ]; then printf '; %s events logged' "$events"; fi
 	if [ "$key" = wal ]; then
 		printf '; the hub got all %s over the WAL (%s connections, the last %s ms after pgbench)' "$fgot" "$fconn" "$fdrain"
+	fi
+	if [ "$key" = recv ]; then
+		printf '; pg_recvlogical confirmed the last commit %s ms after pgbench' "$rdrain"
+	fi
+	if [ -n "$cpu" ]; then
+		printf '; CPU per transaction: walsender %s us, %s %s us' "${cpu%%$'\t'*}" \
+			"$([ "$key" = wal ] && echo hub || echo pg_recvlogical)" "${cpu##*$'\t'}"
 	fi
 	printf ' (%s s so far)\n' $(($(date +%s) - start))
 }
 
 hx_log "pgbench: $T s per run, $REPS rounds, contenders taking turns"
 : >"$work/results.tsv"
+: >"$work/cpu.tsv"
 
 if [ "${HX_BENCH_PG_ONLY:-}" = transports32 ]; then
 	# only what the transports' targets compare, at 32 clients, the four
 	# rotating every round
-	keys=(bare log wal stream)
+	keys=(bare log wal recv stream)
 	for ((r = 0; r < REPS; r++)); do
-		for ((i = 0; i < 4; i++)); do run "${keys[(i + r) % 4]}" 32; done
+		for ((i = 0; i < 5; i++)); do run "${keys[(i + r) % 5]}" 32; done
 	done
 else
 	# 8 clients: every configuration, the order rotating every round and
@@ -316,7 +396,11 @@ else
 	# bare and stream runs above serve as theirs)
 	for c in 1 8 32; do
 		for ((r = 0; r < REPS; r++)); do
-			if [ "$c" = 8 ]; then tkeys=(log wal); else tkeys=(log wal stream); fi
+			case $c in
+				8) tkeys=(log wal) ;;
+				32) tkeys=(log wal recv stream) ;;
+				*) tkeys=(log wal stream) ;;
+			esac
 			if ((r % 2)); then
 				for ((i = ${#tkeys[@]} - 1; i >= 0; i--)); do run "${tkeys[i]}" "$c"; done
 			else
@@ -376,6 +460,12 @@ for c in "${clients[@]}"; do
 	row "4 WAL + hub vs none" "$c" wal bare "$([ "$c" = 32 ] && echo 0.7)"
 	row "4 WAL + hub vs NOTIFY" "$c" wal stream "$([ "$c" = 32 ] && echo 2.5)"
 done
+row "4 WAL + pg_recvlogical vs none" 32 recv bare
+
+cpu_median() {	# median of column $3 of cpu.tsv for key $1 at $2 clients
+	awk -F'\t' -v k="$1" -v c="$2" -v f="$3" '$1 == k && $2 == c { print $f }' "$work/cpu.tsv" | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
 
 cat <<EOF
 
@@ -413,7 +503,12 @@ The contenders (A vs B; ratio = A tps / B tps):
                   or the same with a hub (HxHub, bench/pgbench/follow.js)
                   following all $ROWS streams over the WAL ("WAL + hub":
                   pgoutput of the publication hxstate_events, a temporary
-                  slot, every delta handed out and counted);
+                  slot, every delta handed out and counted); at 32
+                  clients also "WAL + pg_recvlogical": PostgreSQL's own
+                  client in the hub's place (pgoutput, the same
+                  publication, a slot of its own, its output discarded;
+                  the run waits until the slot has confirmed the last
+                  commit), to tell the walsender's cost from the hub's;
                B: no trigger, or hx_stream over NOTIFY (scenario 2's A).
   The 8-client runs serve all three: B of 1 is B of 3, B of 2 is A of 3.
   PostgreSQL takes one database-wide lock from queueing a transaction's
@@ -430,11 +525,15 @@ each run it is checked to have received one notification per notifying
 transaction (and hx_stream to have logged one event per transaction).
 Notifications that never reached the listener, over all runs: $lost of $notified.
 Deltas the WAL hub handed out, over all "WAL + hub" runs: $walfollowed of $walexpected committed.
+CPU per transaction at 32 clients (medians; user + system time of the
+process over the run, divided by the transactions committed):
+  WAL + hub:            walsender $(cpu_median wal 32 3) us, the hub (Node) $(cpu_median wal 32 4) us
+  WAL + pg_recvlogical: walsender $(cpu_median recv 32 3) us, pg_recvlogical $(cpu_median recv 32 4) us
 Highest pg_notification_queue_usage() seen (sampled every 100 ms): $(cut -f4 "$work/results.tsv" | sort -g | tail -n 1)
 (one 8 kB page of the 8 GB queue is 0.0001%: the listener kept up).
 tps are medians of $REPS runs of $T s; every run's tps, in the order run:
 $(for kc in "guarded 8" "bare 8" "stream 8" "notify 8" "log 8" "wal 8" "bare 1" "notify 1" "log 1" "wal 1" "stream 1" \
-	"bare 32" "notify 32" "log 32" "wal 32" "stream 32"; do
+	"bare 32" "notify 32" "log 32" "wal 32" "recv 32" "stream 32"; do
 	# shellcheck disable=SC2086
 	printf '  %-7s %2s clients: %s\n' $kc "$(samples $kc)"
 done)

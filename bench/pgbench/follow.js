@@ -13,7 +13,8 @@
 // Prints "ready <transport> <connections>" once every subscription has its
 // snapshot; on SIGHUP reads from EXPECT_FILE how many STATE_DELTA events
 // the run committed, waits until it has handed them all out (at most 20 s),
-// prints {received, drain_ms, transport, connections, resyncs} as JSON,
+// prints {received, drain_ms, transport, connections, resyncs, queries,
+// polls, pages} as JSON (queries: statements on the reader connection),
 // stops the hub and exits.
 const fs = require('node:fs');
 const path = require('node:path');
@@ -58,6 +59,7 @@ async function main() {
       transport: hub.transport,
       connections: hub.stats.maxConnections,
       resyncs: hub.stats.resyncs,
+      queries: hub.stats.queries, polls: hub.stats.polls, pages: hub.stats.pages,
     })}\n`);
     await hub.stop();
     process.exit(0);

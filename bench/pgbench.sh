@@ -235,8 +235,9 @@ recv_start() {
 	done
 }
 # waits until the slot has confirmed the WAL up to $1 (every transaction
-# of the run decoded and received), then stops pg_recvlogical and drops
-# the slot; prints the ms waited
+# of the run decoded and received; the ms waited go to recv_drain), then
+# stops pg_recvlogical and drops the slot once its walsender has let go
+recv_drain=
 recv_stop() {
 	local t0 waited=0
 	t0=$(date +%s%N)
@@ -249,11 +250,20 @@ recv_stop() {
 		sleep 0.02
 		waited=$((waited + 1))
 	done
-	echo $((($(date +%s%N) - t0) / 1000000))
+	recv_drain=$((($(date +%s%N) - t0) / 1000000))
 	kill "$recv_pid"
 	wait "$recv_pid" 2>/dev/null || true
 	recv_pid=
-	"$RECVLOGICAL" -d "$DB" --slot=hx_bench_recv --drop-slot
+	waited=0
+	until [ "$(sql "SELECT active FROM pg_replication_slots WHERE slot_name = 'hx_bench_recv'")" = f ]; do
+		if [ "$waited" -gt 500 ]; then
+			echo "bench/pgbench: the slot hx_bench_recv stayed active after pg_recvlogical ended" >&2
+			exit 1
+		fi
+		sleep 0.02
+		waited=$((waited + 1))
+	done
+	sql "SELECT pg_drop_replication_slot('hx_bench_recv')" >/dev/null
 }
 cputicks() {	# user + system clock ticks of process $1
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
@@ -324,8 +334,7 @@ run() {
 		walfollowed=$((walfollowed + fgot))
 		walexpected=$((walexpected + n))
 	fi
-	local rdrain
-	if [ "$key" = recv ]; then rdrain=$(recv_stop "$endlsn"); fi
+	if [ "$key" = recv ]; then recv_stop "$endlsn"; fi
 	if [ "$key" = stream ] || [ "$key" = log ] || [ "$key" = wal ] || [ "$key" = recv ]; then
 		events=$(sql "SELECT count(*) FROM hx_event WHERE type = 'STATE_DELTA'")
 		if [ "$events" != "$n" ]; then
@@ -356,7 +365,7 @@ run() {
 		printf '; the hub got all %s over the WAL (%s connections, the last %s ms after pgbench)' "$fgot" "$fconn" "$fdrain"
 	fi
 	if [ "$key" = recv ]; then
-		printf '; pg_recvlogical confirmed the last commit %s ms after pgbench' "$rdrain"
+		printf '; pg_recvlogical confirmed the last commit %s ms after pgbench' "$recv_drain"
 	fi
 	if [ -n "$cpu" ]; then
 		printf '; CPU per transaction: walsender %s us, %s %s us' "${cpu%%$'\t'*}" \
@@ -370,8 +379,8 @@ hx_log "pgbench: $T s per run, $REPS rounds, contenders taking turns"
 : >"$work/cpu.tsv"
 
 if [ "${HX_BENCH_PG_ONLY:-}" = transports32 ]; then
-	# only what the transports' targets compare, at 32 clients, the four
-	# rotating every round
+	# only what the transports' targets compare, at 32 clients, and
+	# pg_recvlogical for reference: the five rotating every round
 	keys=(bare log wal recv stream)
 	for ((r = 0; r < REPS; r++)); do
 		for ((i = 0; i < 5; i++)); do run "${keys[(i + r) % 5]}" 32; done

@@ -144,17 +144,30 @@ pgbench_value() {		# the value of the output line starting with $1
 node "$SCRIPTS/listen.js" "$ROWS" "$work/expect" >"$work/listen.out" 2>"$work/listen.err" &
 listener_pid=$!
 
-listener_wait() {	# until listen.out has more than $1 lines
-	local waited=0
-	while [ "$(wc -l <"$work/listen.out")" -le "$1" ]; do
-		if ! kill -0 "$listener_pid" 2>/dev/null || [ "$waited" -gt 1000 ]; then
-			cat "$work/listen.err" >&2
-			echo "bench/pgbench: the listener did not answer" >&2
+# Runs command $5... every 20 ms until it succeeds; gives up after $1
+# tries, or as soon as process $2 (if any) has ended, printing file $3 (if
+# any) and then "bench/pgbench: $4"
+poll_until() {
+	local tries=$1 pid=$2 errfile=$3 what=$4 waited=0
+	shift 4
+	until "$@"; do
+		if { [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; } || [ "$waited" -gt "$tries" ]; then
+			if [ -n "$errfile" ]; then cat "$errfile" >&2; fi
+			echo "bench/pgbench: $what" >&2
 			exit 1
 		fi
 		sleep 0.02
 		waited=$((waited + 1))
 	done
+}
+# true when file $1 has more than $2 lines
+more_lines() { [ "$(wc -l <"$1")" -gt "$2" ]; }
+# true when query $1 returns $2
+sql_is() { [ "$(sql "$1")" = "$2" ]; }
+
+listener_wait() {	# until listen.out has more than $1 lines
+	poll_until 1000 "$listener_pid" "$work/listen.err" "the listener did not answer" \
+		more_lines "$work/listen.out" "$1"
 }
 
 listener_signal() {	# send signal $1, wait for the listener's answer
@@ -203,16 +216,8 @@ walexpected=0
 follower_start() {	# transport $1; waits for "ready"
 	node "$SCRIPTS/follow.js" "$ROWS" "$1" "$work/expect" >"$work/follow.out" 2>"$work/follow.err" &
 	follower_pid=$!
-	local waited=0
-	until grep -q '^ready' "$work/follow.out"; do
-		if ! kill -0 "$follower_pid" 2>/dev/null || [ "$waited" -gt 3000 ]; then
-			cat "$work/follow.err" >&2
-			echo "bench/pgbench: the follower did not start" >&2
-			exit 1
-		fi
-		sleep 0.02
-		waited=$((waited + 1))
-	done
+	poll_until 3000 "$follower_pid" "$work/follow.err" "the follower did not start" \
+		grep -q '^ready' "$work/follow.out"
 }
 # pg_recvlogical on a slot of its own (it cannot make temporary ones),
 # writing nothing (-F 0: no fsync of /dev/null) and
@@ -223,46 +228,24 @@ recv_start() {
 	"$RECVLOGICAL" -d "$DB" --slot=hx_bench_recv --start -s 1 -F 0 --no-loop \
 		-o proto_version=1 -o publication_names=hxstate_events -f /dev/null 2>"$work/recv.err" &
 	recv_pid=$!
-	local waited=0
-	until [ "$(sql "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'pg_recvlogical' AND state = 'streaming'")" = 1 ]; do
-		if ! kill -0 "$recv_pid" 2>/dev/null || [ "$waited" -gt 500 ]; then
-			cat "$work/recv.err" >&2
-			echo "bench/pgbench: pg_recvlogical did not start" >&2
-			exit 1
-		fi
-		sleep 0.02
-		waited=$((waited + 1))
-	done
+	poll_until 500 "$recv_pid" "$work/recv.err" "pg_recvlogical did not start" \
+		sql_is "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'pg_recvlogical' AND state = 'streaming'" 1
 }
 # waits until the slot has confirmed the WAL up to $1 (every transaction
 # of the run decoded and received; the ms waited go to recv_drain), then
 # stops pg_recvlogical and drops the slot once its walsender has let go
 recv_drain=
 recv_stop() {
-	local t0 waited=0
+	local t0
 	t0=$(date +%s%N)
-	until [ "$(sql "SELECT confirmed_flush_lsn >= '$1' FROM pg_replication_slots WHERE slot_name = 'hx_bench_recv'")" = t ]; do
-		if [ "$waited" -gt 1000 ]; then
-			cat "$work/recv.err" >&2
-			echo "bench/pgbench: pg_recvlogical did not confirm $1 within 20 s" >&2
-			exit 1
-		fi
-		sleep 0.02
-		waited=$((waited + 1))
-	done
+	poll_until 1000 "" "$work/recv.err" "pg_recvlogical did not confirm $1 within 20 s" \
+		sql_is "SELECT confirmed_flush_lsn >= '$1' FROM pg_replication_slots WHERE slot_name = 'hx_bench_recv'" t
 	recv_drain=$((($(date +%s%N) - t0) / 1000000))
 	kill "$recv_pid"
 	wait "$recv_pid" 2>/dev/null || true
 	recv_pid=
-	waited=0
-	until [ "$(sql "SELECT active FROM pg_replication_slots WHERE slot_name = 'hx_bench_recv'")" = f ]; do
-		if [ "$waited" -gt 500 ]; then
-			echo "bench/pgbench: the slot hx_bench_recv stayed active after pg_recvlogical ended" >&2
-			exit 1
-		fi
-		sleep 0.02
-		waited=$((waited + 1))
-	done
+	poll_until 500 "" "" "the slot hx_bench_recv stayed active after pg_recvlogical ended" \
+		sql_is "SELECT active FROM pg_replication_slots WHERE slot_name = 'hx_bench_recv'" f
 	sql "SELECT pg_drop_replication_slot('hx_bench_recv')" >/dev/null
 }
 cputicks() {	# user + system clock ticks of process $1

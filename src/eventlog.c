@@ -247,7 +247,7 @@ probe(Oid relid, Datum streamtext, Snapshot snapshot, int64 *seq,
 	  TimestampTz *created_at)
 {
 	Relation	heap = table_open(relid, AccessShareLock);
-	Relation	index = index_open(RelationGetPrimaryKeyIndex(heap), AccessShareLock);
+	Relation	index = index_open(hx_primary_key_index(heap), AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	IndexScanDesc scan;
 	ScanKeyData key;
@@ -256,7 +256,7 @@ probe(Oid relid, Datum streamtext, Snapshot snapshot, int64 *seq,
 	Assert(index->rd_index->indnkeyatts == 2);
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, streamtext);
 	key.sk_collation = index->rd_indcollation[0];
-	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 	found = index_getnext_slot(scan, BackwardScanDirection, slot);
 	if (found)
@@ -427,7 +427,7 @@ insert_direct(Datum *values, TimestampTz created_at)
 	rte->relid = RelationGetRelid(part);
 	rte->relkind = part->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
-	ExecInitRangeTable(estate, list_make1(rte));
+	hx_exec_init_range_table(estate, rte);
 	rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(rri, part, 1, NULL, 0);
 	estate->es_output_cid = GetCurrentCommandId(true);
@@ -454,7 +454,7 @@ insert_direct(Datum *values, TimestampTz created_at)
 			ExecConstraints(rri, slot, estate);
 		else
 		{
-			rri->ri_ConstraintExprs = lc->exprs;
+			hx_ri_check_exprs(rri) = lc->exprs;
 			lc->busy = true;
 			PG_TRY();
 			{
@@ -469,8 +469,7 @@ insert_direct(Datum *values, TimestampTz created_at)
 	}
 	simple_table_tuple_insert(part, slot);
 	if (rri->ri_NumIndices > 0)
-		list_free(ExecInsertIndexTuples(rri, slot, estate, false, false,
-										NULL, NIL));
+		list_free(hx_exec_insert_index_tuples(rri, slot, estate));
 
 	ExecCloseIndices(rri);
 	ExecResetTupleTable(estate->es_tupleTable, false);

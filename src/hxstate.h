@@ -5,6 +5,7 @@
  *	  and the few entry points that are not part of a narrower header.
  *
  * The headers, from the bottom up:
+ *	  compat.h		the differences between PostgreSQL major versions
  *	  hxstate.h		SQLSTATEs, the catalog lookup, module set-up hooks
  *	  tree.h		the lazily unpacked jsonb tree, its equality, hashing and
  *					encoder (tree.c, equal.c, encode.c)
@@ -24,6 +25,8 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+
+#include "compat.h"
 
 /*
  * hxstate's own SQLSTATEs, in class XH (classes starting with I-Z are left

@@ -70,9 +70,9 @@ extern void hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value,
 					  HxWalkMode mode);
 extern HxNode *hx_remove_at(HxNode **rootp, const HxPointer *ptr,
 							bool missing_ok);
-extern void hx_error_missing(const HxPointer *ptr, int depth,
-							 HxNode *container) pg_attribute_noreturn();
-extern void hx_error_cannot_create(const HxPointer *ptr, int depth,
-								   HxNode *node) pg_attribute_noreturn();
+pg_noreturn extern void hx_error_missing(const HxPointer *ptr, int depth,
+										HxNode *container);
+pg_noreturn extern void hx_error_cannot_create(const HxPointer *ptr, int depth,
+											   HxNode *node);
 
 #endif							/* HX_POINTER_H */

@@ -178,6 +178,6 @@ extern uint32 hx_node_hash(HxNode *n);
 extern Jsonb *hx_node_to_jsonb(HxNode *root, MemoryContext resultcxt);
 extern Size hx_node_encoded_size(HxNode *n);
 extern HxNode *hx_node_copy(HxNode *n);
-extern void hx_error_too_large(Size size) pg_attribute_noreturn();
+pg_noreturn extern void hx_error_too_large(Size size);
 
 #endif							/* HX_TREE_H */

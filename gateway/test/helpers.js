@@ -82,6 +82,9 @@ function sse(url, { headers = {}, method = 'GET', body, agent } = {}) {
   });
   c.req.end(body);
   c.events = () => c.messages.filter((m) => m.data !== undefined).map((m) => m.data);
+  // the stream's own events (those with a seq as their SSE id), without the run and the conversation
+  c.seqEvents = () => c.messages.filter((m) => m.data !== undefined && m.id !== undefined).map((m) => m.data);
+  c.types = () => c.events().map((e) => e.type);
   c.close = () => c.req.destroy();
   c.lastId = () => {
     const withId = c.messages.filter((m) => m.id !== undefined);

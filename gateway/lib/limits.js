@@ -58,6 +58,7 @@ class BodyReader {
   read(req) {
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > this.maxBody) {
+      req.resume(); // discard it as it comes; the response closes the connection
       return Promise.reject(new HttpError(413, `the request body is larger than ${this.maxBody} bytes`, { connection: 'close' }));
     }
     return new Promise((resolve, reject) => {

@@ -37,6 +37,47 @@ async function startGateway(db, options = {}, port = 0) {
   return g;
 }
 
+/**
+ * A gateway in a child process (child.js) on database db: {base, pid,
+ * stats() (its counters, memory and what each client holds), rss() (its
+ * resident memory, bytes, from /proc), close()}.
+ */
+async function childGateway(db, options = {}) {
+  const { fork } = require('node:child_process');
+  const all = {
+    pg: { database: db, application_name: options.appName || 'hx-gateway-child' },
+    tables: ['sessions'],
+    secret: SECRET,
+    ...options,
+  };
+  delete all.appName;
+  const proc = fork(require('node:path').join(__dirname, 'child.js'), [JSON.stringify(all)], {
+    execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const { port } = await new Promise((resolve, reject) => {
+    proc.once('message', resolve);
+    proc.once('exit', (code) => reject(new Error(`the gateway's process exited with status ${code}`)));
+  });
+  const ask = (m) => new Promise((resolve) => {
+    proc.once('message', resolve);
+    proc.send(m);
+  });
+  return {
+    proc,
+    pid: proc.pid,
+    base: `http://127.0.0.1:${port}`,
+    stats: () => ask('stats'),
+    rss: () => Number(/VmRSS:\s+(\d+) kB/.exec(require('node:fs').readFileSync(`/proc/${proc.pid}/status`, 'utf8'))[1]) * 1024,
+    async close() {
+      if (proc.exitCode !== null) return;
+      await new Promise((resolve) => {
+        proc.once('exit', resolve);
+        proc.send('stop');
+      });
+    },
+  };
+}
+
 /** Parse SSE text blocks into messages {id, event, data, comment}; returns the rest. */
 function parseBlocks(buf, out) {
   let i;
@@ -119,4 +160,4 @@ function databaseUrl(db) {
   return `postgresql://${PGUSER || 'postgres'}@/${db}?host=${PGHOST || '/var/run/postgresql'}&port=${PGPORT || 5432}`;
 }
 
-module.exports = { ...h, h, SECRET, startGateway, sse, ended, stateOf, parseBlocks, sessionsTable, databaseUrl };
+module.exports = { ...h, h, SECRET, startGateway, childGateway, sse, ended, stateOf, parseBlocks, sessionsTable, databaseUrl };

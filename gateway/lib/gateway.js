@@ -90,7 +90,11 @@ class Gateway {
       this.hub.on('error', (err) => this._log('warn', `hub: ${err.message}`));
       this.hub.on('transport', ({ transport, reason }) => this._log('info', `following over ${transport}${reason ? ` (${reason})` : ''}`));
     }
-    this.ready = Promise.all([started, this._checkPrefixes()]).then(() => undefined);
+    // a gateway that cannot start lets go of what it started
+    this.ready = Promise.all([started, this._checkPrefixes()]).then(() => undefined, async (err) => {
+      if (this._ownHub) await this.hub.stop().catch(() => {});
+      throw err;
+    });
     this.ready.catch(() => {});
     this._machines = new Machines({
       pg: o.phasePg || o.pg,

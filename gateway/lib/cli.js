@@ -162,8 +162,10 @@ async function serve(values, env, out) {
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  if (cluster.isWorker) process.once('disconnect', stop); // the primary went away
   await new Promise((resolve) => server.on('close', resolve));
   await stop();
+  if (cluster.isWorker) process.exit(0); // its IPC channel would keep it alive
   return 0;
 }
 
@@ -180,14 +182,14 @@ async function primary(workers, values, env, out) {
   let failed = false;
   const listening = [];
   await new Promise((resolve, reject) => {
+    cluster.on('message', (w, m) => {
+      if (!m || !m.hxListening) return;
+      listening.push(m);
+      if (listening.length === workers) resolve();
+    });
     for (let i = 0; i < workers; i++) {
       const w = cluster.fork();
       procs.push(w);
-      w.on('message', (m) => {
-        if (!m || !m.hxListening) return;
-        listening.push(m);
-        if (listening.length === workers) resolve();
-      });
       w.on('exit', (code) => {
         if (code !== 0) failed = true;
         if (listening.length < workers) reject(new Error(`a worker exited with status ${code} before listening`));
@@ -202,7 +204,7 @@ async function primary(workers, values, env, out) {
   out.log(`hxstate-gateway: listening on ${base} (tables: ${tables.join(', ')}; ${workers} workers; following over ` +
     `${listening[0].transport}${values['no-auth'] ? '; NO AUTHORIZATION' : ''})`);
   out.log(`  GET  ${base}/streams/<table>/<key>   POST ${base}/agents/<table>/<key>   GET ${base}/view/<table>/<key>`);
-  const stop = () => { for (const w of procs) if (!w.isDead()) w.kill('SIGTERM'); };
+  const stop = () => { for (const w of procs) if (!w.isDead()) w.process.kill('SIGTERM'); };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   await Promise.all(procs.map((w) => (w.isDead() ? null : new Promise((resolve) => w.once('exit', resolve)))));

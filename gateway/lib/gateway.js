@@ -70,7 +70,6 @@ class Gateway {
       if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
       else throw new TypeError('hxstate-gateway: give options.authorize (a function of the request and the stream) or options.secret (signed tokens)');
     }
-    o.stallMs = o.stallTimeout;
     this._o = o;
     this.tables = normaliseTables(o.tables, { messages: o.messages, interrupt: o.interrupt });
     this._tables = new Map(this.tables.map((t) => [t.name, t]));

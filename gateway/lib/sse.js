@@ -11,11 +11,11 @@
 //   held = the bytes of its queued frames not yet handed to the socket
 //        + the bytes its socket has not yet flushed to the kernel
 //
-// push() refuses a frame that would take held past maxBytes, unless the
-// queue is empty (a frame larger than maxBytes goes out alone); the owner
+// push() refuses a frame that would take held past maxClientBytes, unless the
+// queue is empty (a frame larger than maxClientBytes goes out alone); the owner
 // then drops the queue and starts again once the client has caught up
 // (see follow.js: a fresh snapshot, or the log).  A client that holds more
-// than maxBytes (one large frame) and takes nothing for stallMs is cut off
+// than maxClientBytes (one large frame) and takes nothing for stallTimeout is cut off
 // (an EventSource reconnects, and resumes by Last-Event-ID).  Frames are
 // Buffers shared with every other response that sends them: slicing one
 // copies nothing.
@@ -168,7 +168,7 @@ class SseResponse {
   tick(now) {
     if (!this.opened || this.closed) return;
     if (this._waiting) {
-      if (now - this._stalledAt > this.gw._o.stallMs && this.held > this.gw._o.maxClientBytes) {
+      if (now - this._stalledAt > this.gw._o.stallTimeout && this.held > this.gw._o.maxClientBytes) {
         this.gw.stats.stalled++;
         this.res.destroy();
       }

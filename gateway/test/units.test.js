@@ -33,7 +33,7 @@ function fakeResponse(room) {
 
 function fakeGateway(o) {
   return {
-    _o: { retry: 2000, heartbeat: 15000, maxClientBytes: 1000, stallMs: 100, ...o },
+    _o: { retry: 2000, heartbeat: 15000, maxClientBytes: 1000, stallTimeout: 100, ...o },
     stats: { frames: 0, heartbeats: 0, stalled: 0 },
     _corsHeaders: () => ({}),
     _forget() {},
@@ -61,7 +61,7 @@ test('sse: a client holds at most maxClientBytes, or one frame alone; it is cut 
   assert.ok(res.written.at(-1).length <= SLICE);
   assert.equal(res.written.at(-1).buffer, big.frame.buffer, 'a slice of the shared frame');
   assert.equal(c.push(frame(10, 5)), false, 'nothing more while it holds past its bound');
-  // stalled past its bound for stallMs: cut off
+  // stalled past its bound for stallTimeout: cut off
   c.tick(Date.now() + 50);
   assert.ok(!res.destroyed);
   c.tick(Date.now() + 500);

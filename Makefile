@@ -29,7 +29,7 @@ DATA = \
 	sql/hxstate--0.3.0--0.4.0.sql \
 	sql/hxstate--0.4.0--0.5.0.sql
 
-REGRESS = setup patch merge diff limits guard phase stream steps sessions upgrade
+REGRESS = setup patch merge diff limits guard phase stream steps replay sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
 ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify step-promote

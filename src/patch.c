@@ -156,12 +156,13 @@ hx_patch(PG_FUNCTION_ARGS)
 }
 
 /*
- * Apply an RFC 6902 patch (a JSON array) to ops's tree, strictly, as
- * hx_patch does: for a caller that applies many patches to one document
+ * Apply an RFC 6902 patch (a JSON array of len bytes) to ops's tree,
+ * strictly, as hx_patch does: for a caller that applies many patches to
+ * one document, one at a time, and frees each once it is applied
  * (hx_stream_state_at replaying a stream's deltas).
  */
 void
-hx_patch_apply(HxOpList *ops, JsonbContainer *patch)
+hx_patch_apply_copy(HxOpList *ops, JsonbContainer *patch, uint32 len)
 {
-	hx_ops_apply(ops, patch, apply_patch_op, NULL);
+	hx_ops_apply_copy(ops, patch, len, apply_patch_op, NULL);
 }

@@ -23,6 +23,12 @@ HX_CASSERT_PG_CONFIG=$HX_PG18_PG_CONFIG
 # how the assert-enabled server is built; a change rebuilds it
 HX_CASSERT_CONFIGURE="--enable-cassert --enable-debug --with-lz4 --without-icu --without-readline"
 HX_CASSERT_CFLAGS="-O2 -g -DUSE_VALGRIND"
+# PostgreSQL 18 as a release build, for the benchmark only (bench/run):
+# timings on an assert-enabled server say little
+HX_PG18_RELEASE_PREFIX=$HX_CACHE/pg$HX_PG18_VERSION-release
+HX_PG18_RELEASE_PG_CONFIG=$HX_PG18_RELEASE_PREFIX/bin/pg_config
+HX_RELEASE_CONFIGURE="--with-lz4 --without-icu --without-readline"
+HX_RELEASE_CFLAGS="-O2"
 
 hx_log() {
 	printf '\n== %s\n' "$*"
@@ -224,13 +230,14 @@ hx_fetch_pg_source() {					# major dir
 	tar -C "$into/src" -xf "$version"
 }
 
-# Build PostgreSQL from source into prefix (configure's --prefix), then
-# install it into stage, which hx_cached_build moves to prefix.  The
+# Build PostgreSQL from source into prefix (configure's --prefix, with
+# configure's flags and CFLAGS), then install it into stage, which
+# hx_cached_build moves to prefix.  The
 # build sees none of the flags meant for the extension's builds: PGXS
 # variables (PG_CFLAGS, which .ci/run sets to -Werror, PG_CPPFLAGS, COPT,
 # PROFILE, ...) are read by contrib's makefiles too.
-hx_build_pg() {						# stage major prefix
-	local stage=$1 major=$2 prefix=$3 work src
+hx_build_pg() {						# stage major prefix configure cflags
+	local stage=$1 major=$2 prefix=$3 configure=$4 cflags=$5 work src
 	work=$(mktemp -d "${TMPDIR:-/tmp}/hxstate-pg$major.XXXXXX")
 	hx_fetch_pg_source "$major" "$work" || { rm -rf "$work"; return 1; }
 	src=$(find "$work/src" -maxdepth 1 -type d -name "postgresql-$major*" | head -1)
@@ -240,8 +247,8 @@ hx_build_pg() {						# stage major prefix
 		unset PG_CFLAGS PG_CPPFLAGS PG_CXXFLAGS PG_LDFLAGS PG_LIBS COPT PROFILE \
 			CFLAGS CPPFLAGS CXXFLAGS LDFLAGS
 		# shellcheck disable=SC2086
-		./configure --prefix="$prefix" $HX_CASSERT_CONFIGURE \
-			CFLAGS="$HX_CASSERT_CFLAGS" >configure.log 2>&1 ||
+		./configure --prefix="$prefix" $configure \
+			CFLAGS="$cflags" >configure.log 2>&1 ||
 			{ tail -30 configure.log; exit 1; }
 		make -s -j"$(nproc)" >make.log 2>&1 || { tail -30 make.log; exit 1; }
 		# installed with DESTDIR, then moved: nothing lands in prefix until
@@ -266,7 +273,18 @@ hx_build_pg18() {
 	local stamp="postgresql-$HX_PG18_VERSION $HX_CASSERT_CONFIGURE CFLAGS=$HX_CASSERT_CFLAGS"
 	hx_cache_valid "$HX_PG18_PREFIX" "$stamp" && return 0
 	hx_log "building PostgreSQL $HX_PG18_VERSION with assertions into $HX_PG18_PREFIX (once per machine)"
-	hx_cached_build "$HX_PG18_PREFIX" "$stamp" hx_build_pg "$HX_PG18_VERSION" "$HX_PG18_PREFIX"
+	hx_cached_build "$HX_PG18_PREFIX" "$stamp" hx_build_pg "$HX_PG18_VERSION" "$HX_PG18_PREFIX" \
+		"$HX_CASSERT_CONFIGURE" "$HX_CASSERT_CFLAGS"
+}
+
+# PostgreSQL 18 as a release build, into HX_PG18_RELEASE_PREFIX, for the
+# benchmark's comparison of versions
+hx_build_pg18_release() {
+	local stamp="postgresql-$HX_PG18_VERSION $HX_RELEASE_CONFIGURE CFLAGS=$HX_RELEASE_CFLAGS"
+	hx_cache_valid "$HX_PG18_RELEASE_PREFIX" "$stamp" && return 0
+	hx_log "building PostgreSQL $HX_PG18_VERSION (release build) into $HX_PG18_RELEASE_PREFIX (once per machine)"
+	hx_cached_build "$HX_PG18_RELEASE_PREFIX" "$stamp" hx_build_pg "$HX_PG18_VERSION" \
+		"$HX_PG18_RELEASE_PREFIX" "$HX_RELEASE_CONFIGURE" "$HX_RELEASE_CFLAGS"
 }
 
 # pgTAP is SQL only: Debian's copy for PostgreSQL 15 serves the other

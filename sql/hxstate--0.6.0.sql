@@ -246,6 +246,18 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.hx_stream_channel(pg_catalog.text)
 IS 'the LISTEN channel of a stream';
 
+-- Which tables stream under which names: read by administrators, and by
+-- gateways that build stream names.
+CREATE FUNCTION @extschema@.hx_stream_tables()
+RETURNS TABLE (source pg_catalog.regclass, prefix pg_catalog.text, named pg_catalog.bool,
+               relation pg_catalog.regclass, trigger_name pg_catalog.name,
+               conflicts_with pg_catalog.regclass)
+AS 'MODULE_PATHNAME', 'hx_stream_tables'
+LANGUAGE C STABLE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_tables()
+IS 'every table whose rows stream: the prefix of its streams, its hx_stream trigger, and a table whose streams would be named alike';
+
 CREATE FUNCTION @extschema@.hx_stream_snapshot(source pg_catalog.regclass, key pg_catalog.text,
                                                OUT stream pg_catalog.text, OUT seq pg_catalog.int8,
                                                OUT state pg_catalog.jsonb)

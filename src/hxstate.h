@@ -58,6 +58,7 @@ extern const char *hx_clip(const char *s);
 
 /* catalog.c */
 extern Oid	hx_extension_namespace(void);
+extern int	hx_extension_version(void);
 extern Oid	hx_extension_relid(const char *relname);
 
 /* merge.c: raise the error hx_merge would raise for writes (hx_stage too) */

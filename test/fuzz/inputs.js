@@ -639,7 +639,7 @@ function diffInput(r) {
 // A big input: deep, long or wide documents, and the ops that reach into
 // them; a long replay
 function bigInput(r) {
-  if (r.chance(0.1)) return replayInput(r, true);
+  if (r.chance(0.05)) return replayInput(r, true);
   const kind = r.pick(['patch', 'merge', 'merge', 'diff', 'ops']);
   if (kind === 'ops') {
     // thousands of ops on a small document
@@ -1051,7 +1051,7 @@ function replayInput(r, big) {
   };
   for (const k of keys) stmts.push(insert(k));
   const units = ['ab', 'x', '😀', 'é~/', '0123456789'];
-  const n = big ? 80 : r.pick([8, 20, 40, 40, 80, 120]);
+  const n = big ? 80 : r.pick([8, 20, 30, 40, 60, 100]);
   for (let i = 0; i < n; i++) {
     const k = r.pick(keys);
     const row = rows[k];
@@ -1070,7 +1070,7 @@ function replayInput(r, big) {
       const next = { model: clone(row.model) };
       const ops = [];
       for (let j = 1 + r.int(3); j > 0; j--) {
-        const o = { op: 'replace', path: '/fz_big' + r.int(3), value: new Long(r.pick([100, 2000, 10000, 30000]), r.pick(units)) };
+        const o = { op: 'replace', path: '/fz_big' + r.int(3), value: new Long(r.pick([100, 1000, 5000, 15000]), r.pick(units)) };
         ops.push(o);
         if (isObj(next.model)) setOwn(next.model, o.path.slice(1), o.value);
         if (r.chance(0.5)) ops.push(mergeOp(r, next, 0));

@@ -65,6 +65,7 @@ extern Oid	hx_extension_relid(const char *relname);
 extern PGDLLEXPORT Datum hx_check_writes(PG_FUNCTION_ARGS);
 
 /* Set-up at module load, each module registering its own settings */
+extern void hx_ops_init(void);
 extern void hx_phase_init(void);
 extern void hx_stream_init(void);
 extern void hx_step_init(void);

@@ -58,12 +58,14 @@ extern const char *hx_clip(const char *s);
 
 /* catalog.c */
 extern Oid	hx_extension_namespace(void);
+extern int	hx_extension_version(void);
 extern Oid	hx_extension_relid(const char *relname);
 
 /* merge.c: raise the error hx_merge would raise for writes (hx_stage too) */
 extern PGDLLEXPORT Datum hx_check_writes(PG_FUNCTION_ARGS);
 
 /* Set-up at module load, each module registering its own settings */
+extern void hx_ops_init(void);
 extern void hx_phase_init(void);
 extern void hx_stream_init(void);
 extern void hx_step_init(void);

@@ -10,7 +10,9 @@
  *			in one snapshot
  *	  hx_stream_channel(stream)			the LISTEN channel of a stream
  *
- * Each row is one stream, named "<table>:<key>".  INSERT emits
+ * Each row is one stream, named "<prefix>:<key>": the prefix is the
+ * table's name, qualified unless its schema is public, or the trigger's
+ * stream=<name> option, and no two tables share one (names.c).  INSERT emits
  * STATE_SNAPSHOT, UPDATE emits STATE_DELTA (the hx_diff of the old and new
  * state; an UPDATE that changes nothing emits nothing), DELETE emits a
  * CUSTOM "hx.stream_end" event; an UPDATE of the key ends one stream and
@@ -46,7 +48,6 @@
 #include "access/tableam.h"
 #include "access/stratnum.h"
 #include "catalog/namespace.h"
-#include "catalog/partition.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -77,6 +78,7 @@
 
 #include "diff.h"
 #include "eventlog.h"
+#include "names.h"
 #include "pointer.h"
 #include "trigger.h"
 
@@ -105,6 +107,7 @@ typedef struct StreamArgs
 	HxArrayMode mode;
 	PayloadMode payload;
 	char	   *prefix;			/* streams are "<prefix>:<key>" */
+	bool		legacy;			/* under the scripts of 0.5.0 or before */
 } StreamArgs;
 
 void
@@ -121,6 +124,7 @@ hx_stream_init(void)
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("hxstate");
 	hx_log_init();
+	hx_names_init();
 }
 
 /* ---------------------------------------------------------------------
@@ -194,29 +198,6 @@ has_unique_index(Relation rel, AttrNumber attnum)
 }
 
 /*
- * The table whose name a trigger on rel gives its streams, and the key
- * column's number there: rel itself, or for a partition the root of its
- * partition tree, so that a row is one stream wherever it is stored and
- * hx_stream_snapshot() on the partitioned table names the same stream.
- */
-static Oid
-stream_table(Relation rel, AttrNumber key_attnum, AttrNumber *root_attnum)
-{
-	List	   *ancestors;
-	Oid			root;
-
-	*root_attnum = key_attnum;
-	if (!rel->rd_rel->relispartition)
-		return RelationGetRelid(rel);
-	ancestors = get_partition_ancestors(RelationGetRelid(rel));
-	root = llast_oid(ancestors);
-	*root_attnum = get_attnum(root, NameStr(TupleDescAttr(RelationGetDescr(rel),
-														  key_attnum - 1)->attname));
-	list_free(ancestors);
-	return root;
-}
-
-/*
  * Parse trigger tg's arguments on rel: state column, key column, then
  * options "arrays=append|replace|index", "payload=auto|ref|none" and
  * "stream=<name>".  The result is allocated in cxt.
@@ -226,7 +207,7 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 {
 	StreamArgs *args = MemoryContextAllocZero(cxt, sizeof(StreamArgs));
 	TupleDesc	desc = RelationGetDescr(rel);
-	const char *prefix = NULL;
+	char	   *prefix;
 	Oid			tableid;
 	AttrNumber	table_attnum;
 	Relation	table;
@@ -280,7 +261,15 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 						 errhint("The payload mode must be auto, ref or none.")));
 		}
 		else if (namelen == 6 && strncmp(opt, "stream", 6) == 0 && value[0] != '\0')
-			prefix = value;
+		{
+			if (value[0] == HX_LOG_STREAM_MARK)
+				ereport(ERROR,
+						(errcode(ERRCODE_HX_MALFORMED),
+						 errmsg("stream name \"%s\" of trigger \"%s\" begins with \"%c\"",
+								hx_clip(value), tg->tgname, HX_LOG_STREAM_MARK),
+						 errdetail("Stream names that begin with \"%c\" are those of log streams, which hx_stream_send writes.",
+								   HX_LOG_STREAM_MARK)));
+		}
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_HX_MALFORMED),
@@ -290,21 +279,17 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 	}
 
 	/*
-	 * One stream per key: the key must be unique in the table that names
-	 * the streams (with stream=<name>, the trigger's own table).
+	 * The streams' names, unique per table (names.c), and one stream per
+	 * key: the key must be unique in the table whose rows the streams are
+	 * (the root of a partition tree, or with stream=<name> the table the
+	 * trigger was created on).
 	 */
-	if (prefix != NULL)
-	{
-		tableid = RelationGetRelid(rel);
-		table_attnum = args->key_attnum;
-	}
-	else
-		tableid = stream_table(rel, args->key_attnum, &table_attnum);
+	args->legacy = hx_extension_version() < 600;
+	prefix = hx_stream_trigger_prefix(tg->tgoid, args->legacy, &tableid);
 	table = (tableid == RelationGetRelid(rel)) ? rel :
 		relation_open(tableid, AccessShareLock);
+	table_attnum = get_attnum(tableid, tg->tgargs[1]);
 	unique = table_attnum > 0 && has_unique_index(table, table_attnum);
-	args->prefix = MemoryContextStrdup(cxt, prefix ? prefix :
-									   RelationGetRelationName(table));
 	if (table != rel)
 		relation_close(table, AccessShareLock);
 	if (!unique)
@@ -315,6 +300,7 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 				 errdetail("Trigger \"%s\" names one stream per key, so the key must be unique.",
 						   tg->tgname),
 				 errhint("Stream by the primary key, or add a unique constraint on the key column.")));
+	args->prefix = MemoryContextStrdup(cxt, prefix);
 	return args;
 }
 

@@ -1,0 +1,132 @@
+/* hxstate--0.5.0--0.6.0.sql: hardening (stream names unique per table, NOTIFY as a hint, readers kept apart) */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION hxstate UPDATE TO '0.6.0'" to load this file. \quit
+
+-- Every name in the expressions below (CHECK constraints, defaults, the
+-- log's partition key, the statements the script runs) resolves in
+-- pg_catalog, whatever else the extension's schema holds.  SET LOCAL
+-- lasts as long as the script: ALTER EXTENSION puts the search_path back
+-- when it ends.
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+--
+-- The log's NOT NULL constraints take the names a fresh install gives
+-- them.  PostgreSQL 18 keeps NOT NULL constraints in pg_constraint, with
+-- names unique in the schema; 0.5.0 created the partitioned log while
+-- 0.4.0's table still held hx_event_<column>_not_null, so the log's got a
+-- "1" appended.  (Before 18 they have no names, and nothing is renamed.)
+--
+DO $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN SELECT k.conname, a.attname
+               FROM pg_constraint k
+               JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
+              WHERE k.conrelid = '@extschema@.hx_event'::regclass
+                AND k.contype = 'n'
+                AND k.conname = 'hx_event_' || a.attname || '_not_null1' LOOP
+        EXECUTE format('ALTER TABLE %I.hx_event RENAME CONSTRAINT %I TO %I', '@extschema@',
+                       c.conname, 'hx_event_' || c.attname || '_not_null');
+    END LOOP;
+END
+$$;
+
+--
+-- Stream names, unique per table.  A table's rows stream under its name,
+-- qualified by its schema unless that is public ("tenant_b.sessions:s-99";
+-- "sessions:s-42" as before), with each part double-quoted unless it is a
+-- lower-case identifier; stream=<name> options that would give two tables
+-- one name are refused when the trigger fires.
+--
+-- Which tables stream under which names: read by administrators, and by
+-- gateways that build stream names.
+CREATE FUNCTION @extschema@.hx_stream_tables()
+RETURNS TABLE (source pg_catalog.regclass, prefix pg_catalog.text, named pg_catalog.bool,
+               relation pg_catalog.regclass, trigger_name pg_catalog.name,
+               conflicts_with pg_catalog.regclass)
+AS 'MODULE_PATHNAME', 'hx_stream_tables'
+LANGUAGE C STABLE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_tables()
+IS 'every table whose rows stream: the prefix of its streams, its hx_stream trigger, and a table whose streams would be named alike';
+
+-- The events of the streams whose names change (tables outside schema
+-- public, and tables whose names need quotes) are carried over to the new
+-- names, with their seqs, and so are the steps staged or promoted under
+-- them.  A stream that the old names gave two tables (two tables of one
+-- name in two schemas, or a stream=<name> option that named another
+-- table's streams) cannot be told apart: its events stay under the old
+-- name, with a WARNING; the public table keeps that name, the other
+-- streams under its new name from its next change on.
+DO $$
+DECLARE
+    r record;
+    ambiguous bigint;
+BEGIN
+    FOR r IN
+        WITH t AS (
+            SELECT DISTINCT s.source, s.prefix COLLATE "C" AS new_prefix,
+                   (CASE WHEN s.named THEN s.prefix ELSE c.relname::text END) COLLATE "C" AS old_prefix
+              FROM @extschema@.hx_stream_tables() s
+              JOIN pg_class c ON c.oid = s.source)
+        SELECT x.source, x.old_prefix, x.new_prefix,
+               -- other tables' old names that streams of x's old name may have had
+               coalesce((SELECT array_agg(DISTINCT y.old_prefix) FROM t y
+                          WHERE y.source <> x.source
+                            AND (starts_with(y.old_prefix || ':', x.old_prefix || ':')
+                                 OR starts_with(x.old_prefix || ':', y.old_prefix || ':'))),
+                        '{}') AS others
+          FROM t x
+         WHERE x.old_prefix <> x.new_prefix
+    LOOP
+        SELECT count(DISTINCT e.stream) INTO ambiguous
+          FROM @extschema@.hx_event e
+         WHERE e.stream >= r.old_prefix || ':' AND e.stream < r.old_prefix || ';'
+           AND EXISTS (SELECT FROM unnest(r.others) o WHERE starts_with(e.stream, o || ':'));
+        IF ambiguous > 0 THEN
+            RAISE WARNING '% streams named "%:<key>" keep their names', ambiguous, r.old_prefix
+                USING DETAIL = format('Before 0.6.0 they could be streams of relation %s or of another relation '
+                                      '(one whose streams were named %s); relation %s streams as "%s:<key>" from now on.',
+                                      r.source, array_to_string(r.others, ' or '), r.source, r.new_prefix);
+        END IF;
+        UPDATE @extschema@.hx_event e
+           SET stream = r.new_prefix || substr(e.stream, length(r.old_prefix) + 1),
+               event = jsonb_set(CASE WHEN starts_with(e.event #>> '{value,next}', r.old_prefix || ':')
+                                      THEN jsonb_set(e.event, '{value,next}',
+                                                     to_jsonb(r.new_prefix || substr(e.event #>> '{value,next}',
+                                                                                     length(r.old_prefix) + 1)))
+                                      ELSE e.event END,
+                                 '{metadata,stream}',
+                                 to_jsonb(r.new_prefix || substr(e.stream, length(r.old_prefix) + 1)))
+         WHERE e.stream >= r.old_prefix || ':' AND e.stream < r.old_prefix || ';'
+           AND NOT EXISTS (SELECT FROM unnest(r.others) o WHERE starts_with(e.stream, o || ':'));
+        UPDATE @extschema@.hx_step_call c
+           SET stream = r.new_prefix || substr(c.stream, length(r.old_prefix) + 1)
+         WHERE c.stream COLLATE "C" >= r.old_prefix || ':' AND c.stream COLLATE "C" < r.old_prefix || ';'
+           AND NOT EXISTS (SELECT FROM unnest(r.others) o WHERE starts_with(c.stream COLLATE "C", o || ':'));
+        UPDATE @extschema@.hx_step s
+           SET stream = r.new_prefix || substr(s.stream, length(r.old_prefix) + 1)
+         WHERE s.stream COLLATE "C" >= r.old_prefix || ':' AND s.stream COLLATE "C" < r.old_prefix || ';'
+           AND NOT EXISTS (SELECT FROM unnest(r.others) o WHERE starts_with(s.stream COLLATE "C", o || ':'));
+    END LOOP;
+END
+$$;
+
+-- Tables whose streams would still be named alike (stream=<name> options)
+-- are refused when their triggers fire: say so now.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT s.source, s.prefix, s.trigger_name, s.conflicts_with
+               FROM @extschema@.hx_stream_tables() s
+              WHERE s.conflicts_with IS NOT NULL LOOP
+        RAISE WARNING 'relations % and % stream under the same names', r.source, r.conflicts_with
+            USING DETAIL = format('Trigger %I names the streams of relation %s "%s:<key>".',
+                                  r.trigger_name, r.source, r.prefix),
+                  HINT = 'Give one of the triggers a stream=<name> option of its own: until then, both refuse every change.';
+    END LOOP;
+END
+$$;

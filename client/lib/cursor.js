@@ -12,8 +12,8 @@
 //     events that continues the cursor, and whether the log skips a seq
 //     after it (a hole: the events were trimmed or deleted, so only a
 //     fresh snapshot can continue: a resync);
-//   - a reference (a notification that names a seq without the event), or
-//     a head read from the log: that seq exists, and is read from the log
+//   - a hint (a notification's {stream, seq}, or a head read from the log):
+//     only says that seq exists; the content is always read from the log
 //     (wantsRead);
 //   - the queue's bounds (hasRoom, isLow): a subscription accepts an event
 //     while its queue holds fewer than maxQueue events, and reads the log
@@ -75,12 +75,15 @@ function isLow(events, maxEvents) {
 }
 
 /**
- * What a notification's payload is: an event ({kind: 'event', stream,
- * seq, event}: one with metadata {stream, seq}), a reference to one in the
- * log ({kind: 'ref', stream, seq}), or null (anything else: the log has
- * whatever it announced).
+ * A hint read from a notification's payload, or null.  The payload is
+ * whatever the sender wrote (any role that can connect can NOTIFY any
+ * channel), so it is only a hint: {stream, seq}, taken from an event
+ * ({..., metadata: {stream, seq}}) or a reference ({ref: true, stream,
+ * seq}); anything else (not JSON, no safe integer seq, another shape) is
+ * null.  Never the content: that is read from the log.
+ * @returns {{stream: string, seq: number, ref: boolean} | null}
  */
-function parseNotification(payload) {
+function parseHint(payload) {
   let p;
   try {
     p = JSON.parse(payload);
@@ -88,14 +91,12 @@ function parseNotification(payload) {
     return null;
   }
   if (p === null || typeof p !== 'object') return null;
-  if (p.ref === true && typeof p.stream === 'string' && Number.isSafeInteger(p.seq)) {
-    return { kind: 'ref', stream: p.stream, seq: p.seq };
-  }
-  const meta = p.metadata;
-  if (meta && typeof meta.stream === 'string' && Number.isSafeInteger(meta.seq) && p.ref === undefined) {
-    return { kind: 'event', stream: meta.stream, seq: meta.seq, event: p };
-  }
-  return null;
+  const ref = p.ref === true;
+  const src = ref ? p : p.metadata;
+  if (src === null || typeof src !== 'object') return null;
+  const { stream, seq } = src;
+  if (typeof stream !== 'string' || !Number.isSafeInteger(seq) || seq < 1) return null;
+  return { stream, seq, ref };
 }
 
-module.exports = { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow, parseNotification };
+module.exports = { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow, parseHint };

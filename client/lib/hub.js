@@ -1,8 +1,8 @@
 'use strict';
 // HxHub: follow any number of hxstate streams over at most three
 // connections, with the per-stream guarantees of HxStream: a snapshot and
-// its seq, then every seq exactly once and in order, gaps and references
-// filled from the log, a resync from a fresh snapshot when the log no longer
+// its seq, then every seq exactly once and in order, gaps and hints filled
+// from the log, a resync from a fresh snapshot when the log no longer
 // holds the next event, hx.stream_end handed out like any event.
 //
 // The hub coordinates; the work is in modules of their own:
@@ -30,14 +30,19 @@
 //   1. a stream is armed (its channel LISTENed, or the WAL slot made) before
 //      its snapshot is read, so every event after the snapshot either comes
 //      through the transport or is in the log;
-//   2. an event with seq <= cursor is old news; seq == cursor + 1 is
-//      accepted; a higher seq, a reference, or a head (the stream's last
-//      seq, from a poll) above the cursor means: read the log after the
-//      cursor (a catch-up, batched with the other streams');
-//   3. a log read that does not continue from cursor + 1 (trimmed, or an
+//   2. the WAL carries the log's own rows: an event with seq <= cursor is
+//      old news, seq == cursor + 1 is accepted, a higher one means: read
+//      the log after the cursor (a catch-up, batched with the other
+//      streams');
+//   3. a notification is only a hint, whatever its payload (any role that
+//      can connect can NOTIFY): the seq it names, if any, is known to
+//      exist, and the events themselves are read from the log; a payload
+//      that names no seq of the channel's stream costs a read of the
+//      stream's head;
+//   4. a log read that does not continue from cursor + 1 (trimmed, or an
 //      event deleted) means a resync: a fresh snapshot, announced by
 //      'resync' and handed out as a synthetic STATE_SNAPSHOT;
-//   4. after the transport (re)connects, the heads of all followed streams
+//   5. after the transport (re)connects, the heads of all followed streams
 //      are read (one query), and every stream behind its head catches up;
 //      the same poll runs every pollInterval ms and catches whatever a
 //      transport missed (payload=none under LISTEN, a notification queue
@@ -68,7 +73,6 @@ const { StreamEntry } = require('./entry');
 const { HxSubscription } = require('./subscription');
 const { Reader } = require('./reader');
 const { Link } = require('./link');
-const { parseNotification } = require('./cursor');
 const { isConnectionError } = require('./errors');
 const { emitSafe, emitError, rethrow } = require('./emit');
 
@@ -159,7 +163,7 @@ class HxHub extends EventEmitter {
       streams: 0,          // streams followed now
       subscriptions: 0,    // subscriptions now
       polls: 0,            // timed polls
-      notifications: 0,    // NOTIFY payloads received
+      notifications: 0,    // notifications received (hints)
       references: 0,       // ... of which references
       walInserts: 0,       // hx_event inserts decoded (every stream's)
       walEvents: 0,        // ... of followed streams
@@ -381,7 +385,7 @@ class HxHub extends EventEmitter {
       if (entry.dropped || entry.armed) continue;
       entry.arm();
       // a subscription that has a position may have missed events while
-      // unarmed: rule 4 (those waiting for a snapshot need no head)
+      // unarmed: rule 5 (those waiting for a snapshot need no head)
       for (const sub of entry.subs) {
         if (sub.phase === 'live') {
           this._reader.heads(entry);
@@ -406,8 +410,8 @@ class HxHub extends EventEmitter {
 
   _onWalInsert(streamBuf, seqBuf, eventBuf) {
     this.stats.walInserts++;
-    const stream = streamBuf.toString('utf8');
-    if (!this._entries.has(stream)) return; // not followed: not even parsed
+    const entry = this._entries.get(streamBuf.toString('utf8'));
+    if (!entry) return; // not followed: not even parsed
     this.stats.walEvents++;
     let event;
     try {
@@ -415,26 +419,11 @@ class HxHub extends EventEmitter {
     } catch (err) {
       return; // cannot happen for jsonb; the log has it anyway
     }
-    this._onEvent(stream, Number(seqBuf.toString('latin1')), event, 'wal');
+    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, 'wal');
   }
 
-  _onNotification(channel, payload) {
-    this.stats.notifications++;
-    const n = parseNotification(payload);
-    if (n === null) {
-      this._onUnknown(channel);
-    } else if (n.kind === 'ref') {
-      this.stats.references++;
-      this._onReference(n.stream, n.seq);
-    } else {
-      this._onEvent(n.stream, n.seq, n.event, 'notify');
-    }
-  }
-
-  /** An event from the transport (rule 2). */
-  _onEvent(stream, seq, event, via) {
-    const entry = this._entries.get(stream);
-    if (!entry) return;
+  /** An event the log holds at seq (rule 2): the WAL brings the log's own rows. */
+  _onLogEvent(entry, seq, event, via) {
     entry.saw(seq);
     for (const sub of [...entry.subs]) {
       sub._noticed(via);
@@ -450,27 +439,27 @@ class HxHub extends EventEmitter {
     }
   }
 
-  /** A reference: the event is in the log. */
-  _onReference(stream, seq) {
-    const entry = this._entries.get(stream);
-    if (!entry) return;
-    entry.saw(seq);
-    for (const sub of [...entry.subs]) {
-      sub._noticed('ref');
-      this._check(sub);
-    }
-  }
-
-  /** Something on a channel that we cannot read: the log has whatever it announced. */
-  _onUnknown(channel) {
+  /**
+   * A notification on channel (rule 3): hint is {stream, seq, ref} when its
+   * payload named them, else null.  Only the channel's own streams are
+   * concerned; a seq that a stream names is known to exist (its
+   * subscriptions behind it read the log), anything else costs a read of
+   * the heads of the channel's streams.
+   */
+  _onHint(channel, hint) {
+    this.stats.notifications++;
+    if (hint && hint.ref) this.stats.references++;
     const set = this._channels.get(channel);
     if (!set) return;
     for (const entry of set) {
-      for (const sub of [...entry.subs]) {
-        sub._noticed('notify');
-        sub._forceRead();
-        this._check(sub);
+      const named = hint !== null && hint.stream === entry.stream;
+      for (const sub of entry.subs) sub._noticed(hint && hint.ref ? 'ref' : 'notify');
+      if (!named) {
+        this._reader.heads(entry);
+        continue;
       }
+      entry.saw(hint.seq);
+      for (const sub of [...entry.subs]) this._check(sub);
     }
   }
 
@@ -499,7 +488,7 @@ class HxHub extends EventEmitter {
   // What a subscription needs next
   // -------------------------------------------------------------------
 
-  /** Read a fresh snapshot (rule 3). */
+  /** Read a fresh snapshot (rule 4). */
   _resync(sub, reason) {
     const entry = sub._entry;
     if (entry.source === null) {
@@ -654,7 +643,7 @@ class HxHub extends EventEmitter {
     return after;
   }
 
-  /** Rules 2 and 3 over a page of the log: [{entry, after, seen}], byStream: stream -> rows. */
+  /** Rules 2 and 4 over a page of the log: [{entry, after, seen}], byStream: stream -> rows. */
   onPage(batch, byStream, limit, tick) {
     for (const b of batch) {
       const entry = b.entry;
@@ -671,9 +660,9 @@ class HxHub extends EventEmitter {
           this._resync(sub, 'invalid');
         }
       }
-      // The log ended below a seq we were told exists (a head, a
-      // notification): decoding can announce a commit a moment before it
-      // is visible, and a stray notification can announce anything.  Take the
+      // The log ended below a seq we were told exists (a head, a hint):
+      // decoding can announce a commit a moment before it is visible, and
+      // a stray or forged notification can announce anything.  Take the
       // log's word for now and look again shortly.
       if (list.length < limit && entry.settle(top, b.seen)) this._reader.recheck(entry);
       for (const sub of [...entry.subs]) this._check(sub);
@@ -701,7 +690,7 @@ class HxHub extends EventEmitter {
   // Polling
   // -------------------------------------------------------------------
 
-  /** Heads of every followed stream, now (rule 4). */
+  /** Heads of every followed stream, now (rule 5). */
   _pollAll() {
     for (const entry of this._entries.values()) this._reader.heads(entry);
   }

@@ -17,8 +17,8 @@
 //
 // The hub hears of it all through its _link* methods (the reader's
 // connection, the transport up or down, both ready, a connection lost,
-// back again, the transport chosen) and of the transport's news through _onWalInsert,
-// _onNotification, _onListening and _onUnlistened.
+// back again, the transport chosen) and of the transport's news through
+// _onWalInsert, _onHint, _onListening and _onUnlistened.
 const sql = require('./sql');
 const { Backoff } = require('./backoff');
 const { Connections } = require('./connections');
@@ -275,7 +275,7 @@ class Link {
     const hub = this._hub;
     const tx = new ListenTransport(conn, {
       batchSize: this._o.batchSize,
-      onNotification: (channel, payload) => hub._onNotification(channel, payload),
+      onHint: (channel, hint) => hub._onHint(channel, hint),
       onListening: (channels) => hub._onListening(channels),
       onUnlistened: (channels) => hub._onUnlistened(channels),
       onFailed: (err) => { if (this.tx === tx) this.connections.lose(conn, err); },

@@ -1,9 +1,17 @@
 'use strict';
 // The LISTEN transport: one connection LISTENs on the channel of every
 // followed stream (in batches of statements) and UNLISTENs a channel when
-// its last stream goes.  Each notification goes to the hub, which reads
-// its payload (cursor.js's parseNotification).
+// its last stream goes.
+//
+// A notification is a hint, never content.  NOTIFY needs no privilege: any
+// role that can connect can send any payload on any channel, so a payload
+// that looks like an event may be forged.  Whatever it says, the
+// transport passes on only the channel it came on and, when the payload
+// parses as an event or a reference, the {stream, seq} it names; the hub
+// then reads the events from the log, under the reader's own privileges
+// (cursor.js's parseHint; the hub's _onHint).
 const sql = require('./sql');
+const { parseHint } = require('./cursor');
 const { settle } = require('./emit');
 
 class ListenTransport {
@@ -11,7 +19,7 @@ class ListenTransport {
    * @param {object} conn {client, alive}: the connection to LISTEN on
    * @param {object} o
    * @param {number} o.batchSize channels per statement
-   * @param {(channel: string, payload: string) => void} o.onNotification a notification came
+   * @param {(channel: string, hint: object|null) => void} o.onHint a notification came: its hint
    * @param {(channels: string[]) => void} o.onListening these channels are LISTENed now
    * @param {(channels: string[]) => void} o.onUnlistened these channels are not LISTENed any more
    * @param {(err: Error) => void} o.onFailed a LISTEN or UNLISTEN failed (the connection is not trusted any more)
@@ -27,7 +35,7 @@ class ListenTransport {
     this._pumping = false;
     this.done = Promise.resolve();
     this._onNotification = (msg) => {
-      if (this.up) this._o.onNotification(msg.channel, msg.payload);
+      if (this.up) this._o.onHint(msg.channel, parseHint(msg.payload));
     };
     conn.client.on('notification', this._onNotification);
   }

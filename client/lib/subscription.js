@@ -148,11 +148,6 @@ class HxSubscription extends EventEmitter {
     return this._started;
   }
 
-  /** Something came on its channel that cannot be read: read the log after its cursor. */
-  _forceRead() {
-    if (this._phase === 'live') this._force = true;
-  }
-
   /** It follows entry now (its stream resolved). */
   _attach(entry) {
     this._entry = entry;
@@ -172,7 +167,7 @@ class HxSubscription extends EventEmitter {
     }
   }
 
-  /** An event or a reference reached it: 'notify', 'ref' or 'wal'. */
+  /** A hint or an event reached it: 'notify', 'ref' or 'wal'. */
   _noticed(via) {
     if (via === 'wal') {
       this.stats.walEvents++;
@@ -183,9 +178,9 @@ class HxSubscription extends EventEmitter {
   }
 
   /**
-   * An event from the transport, at seq.  Returns what became of it:
-   * 'old', 'ahead' (a gap: the log has more), 'accepted', 'overflow' (no
-   * room), or an Error (the delta does not apply).
+   * An event from the log's own content (the WAL), at seq.  Returns what
+   * became of it: 'old', 'ahead' (a gap: the log has more), 'accepted',
+   * 'overflow' (no room), or an Error (the delta does not apply).
    */
   _offer(seq, event) {
     if (this._phase !== 'live') return 'old';

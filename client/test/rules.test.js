@@ -1,7 +1,7 @@
 'use strict';
 // The rules without I/O, tested without a server: the cursor's (what an
-// event at seq n, a page of the log, a notification's payload mean given
-// the cursor; when the queue has room), the backoff's, and the one
+// event at seq n, a page of the log, a notification's hint mean given the
+// cursor; when the queue has room), the backoff's, and the one
 // stream's bookkeeping that several subscriptions share.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
@@ -59,14 +59,22 @@ test('the queue has room below maxQueue, and is low at half of it', () => {
   assert.equal(cursor.isLow(1, 1), false);
 });
 
-test("a notification's payload: an event, a reference, or nothing the client can read", () => {
+test("a notification's payload is a hint: the {stream, seq} an event or a reference names, or nothing", () => {
   const event = { type: 'STATE_DELTA', delta: [], metadata: { stream: 't:k', seq: 4 } };
-  assert.deepStrictEqual(cursor.parseNotification(JSON.stringify(event)), { kind: 'event', stream: 't:k', seq: 4, event });
-  assert.deepStrictEqual(cursor.parseNotification('{"ref": true, "seq": 8, "type": "STATE_DELTA", "stream": "t:k"}'),
-    { kind: 'ref', stream: 't:k', seq: 8 });
-  for (const junk of ['', 'not json', 'null', '7', '[]', '{}', '{"ref": true, "seq": "8", "stream": "t:k"}',
-    '{"metadata": {"stream": "t:k", "seq": 1.5}}', '{"ref": false, "metadata": {"stream": "t:k", "seq": 1}}']) {
-    assert.equal(cursor.parseNotification(junk), null, junk);
+  assert.deepStrictEqual(cursor.parseHint(JSON.stringify(event)), { stream: 't:k', seq: 4, ref: false });
+  assert.deepStrictEqual(cursor.parseHint('{"ref": true, "seq": 8, "type": "STATE_DELTA", "stream": "t:k"}'),
+    { stream: 't:k', seq: 8, ref: true });
+  // the hint never carries the content, whatever the payload says
+  const forged = '{"type":"STATE_SNAPSHOT","snapshot":{"owner":"mallory"},"metadata":{"stream":"f:a","seq":2}}';
+  assert.deepStrictEqual(cursor.parseHint(forged), { stream: 'f:a', seq: 2, ref: false });
+  assert.deepStrictEqual(cursor.parseHint(JSON.stringify({ ref: true, seq: Number.MAX_SAFE_INTEGER, stream: 'x' })),
+    { stream: 'x', seq: Number.MAX_SAFE_INTEGER, ref: true });
+  for (const junk of ['', 'not json', 'null', '7', '"s"', '[]', '{}', '{"ref": true}',
+    '{"ref": true, "seq": "8", "stream": "t:k"}', '{"ref": true, "seq": 0, "stream": "t:k"}',
+    '{"ref": true, "seq": -3, "stream": "t:k"}', '{"metadata": {"stream": "t:k", "seq": 1.5}}',
+    '{"metadata": {"stream": "t:k", "seq": 1e300}}', '{"metadata": {"stream": 7, "seq": 1}}',
+    '{"metadata": null}', `{"metadata": {"stream": "t:k", "seq": ${2 ** 53}}}`]) {
+    assert.equal(cursor.parseHint(junk), null, junk);
   }
 });
 

@@ -1,16 +1,16 @@
 'use strict';
 // One followed stream, shared by the subscriptions that follow it: its
-// name and channel, its source (the table that gives its snapshots, when
-// known), what is known of its log, whether it is armed, and the last
-// delta applied (so that several subscriptions at the same state apply it
-// once).
+// name and channel, its source (the table or source function that gives
+// its snapshots, when known), what is known of its log, whether it is
+// armed, and the last delta applied (so that several subscriptions at the
+// same state apply it once).
 const { applyEvent } = require('./apply');
 
 class StreamEntry {
   constructor(stream, channel, source, key) {
     this.stream = stream;
     this.channel = channel;
-    /** The table its snapshots come from, or null: known by name only. */
+    /** The source's name (a table, or a key of the hub's sources), or null: known by name only. */
     this.source = source;
     this.key = key;
     this.subs = new Set();

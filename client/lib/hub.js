@@ -69,6 +69,7 @@
 //     'resync' (reason 'overflow'): the consumer skips to the present.
 // Either way the transport keeps reading for every other subscription.
 const { EventEmitter } = require('node:events');
+const sql = require('./sql');
 const { StreamEntry } = require('./entry');
 const { HxSubscription } = require('./subscription');
 const { Reader } = require('./reader');
@@ -90,6 +91,7 @@ const DEFAULTS = {
   slotTimeout: 30000,
   applicationName: 'hxstate-hub',
   sharedConnection: false,
+  sources: {},
 };
 
 class HxHub extends EventEmitter {
@@ -109,6 +111,10 @@ class HxHub extends EventEmitter {
    * @param {number} [options.pageSize=1000] events per stream per log read
    * @param {number} [options.maxQueue=1000] events a subscription may have
    *   waiting for its consumer (each follow() may set its own)
+   * @param {Object<string, string>} [options.sources] sources whose
+   *   snapshots come from a function: {name: 'schema.function'}, each
+   *   function (keys text[]) RETURNS TABLE (key text, stream text, seq
+   *   bigint, state jsonb); follow({table: name, key}) reads from it
    * @param {number} [options.batchSize=1000] streams per snapshot or
    *   catch-up query
    * @param {number} [options.headsBatch=2000] streams per poll query (a
@@ -143,6 +149,15 @@ class HxHub extends EventEmitter {
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
     o.reconnect = { min: 100, max: 5000, ...(o.reconnect || {}) };
     this._o = o;
+    this._sources = new Map(); // name -> the function's quoted, qualified name
+    for (const [name, fn] of Object.entries(o.sources || {})) {
+      if (typeof fn !== 'string') throw new TypeError(`HxHub: options.sources.${name} must be 'schema.function'`);
+      try {
+        this._sources.set(name, sql.functionName(fn));
+      } catch (err) {
+        throw new TypeError(`HxHub: options.sources.${name}: ${err.message}`);
+      }
+    }
 
     this._phase = 'idle';        // idle | starting | running | stopped
     this._starting = null;
@@ -250,7 +265,9 @@ class HxHub extends EventEmitter {
 
   /**
    * Follow a stream: target is {table, key} (the row's stream, whatever
-   * stream= prefix its trigger has) or {stream} (a stream by name; without a table it cannot read a
+   * stream= prefix its trigger has; or, when table names one of the
+   * sources option's functions, the stream that function gives the key)
+   * or {stream} (a stream by name; without a table it cannot read a
    * snapshot, so it starts from the log: see the README).  Options: after
    * (a seq: start with the events after it, read from the log, instead of
    * a snapshot), base (the state at after), state (keep and hand out
@@ -548,6 +565,12 @@ class HxHub extends EventEmitter {
 
   tick() { return ++this._tick; }
 
+  /** A source by name: one of the sources option's functions, else a table. */
+  sourceOf(name) {
+    const fn = this._sources.get(name);
+    return fn !== undefined ? { fn } : { table: name };
+  }
+
   onNames(source, keys, rows) {
     const found = new Map(rows.map((r) => [r.key, r]));
     for (const key of keys) {
@@ -605,7 +628,7 @@ class HxHub extends EventEmitter {
     for (const entry of entries) {
       if (entry.dropped) continue;
       const r = byKey.get(entry.key);
-      if (!r) { // hx_stream_snapshots gives a row per key: should not happen
+      if (!r) { // a source gives a row per key it knows: the key is not there (yet)
         this._reader.later(() => this.retrySnapshots([entry], tick));
         continue;
       }

@@ -79,7 +79,7 @@ class Reader {
 
   // -- requests --------------------------------------------------------------
 
-  /** The stream and channel of key in source (a table). */
+  /** The stream and channel of key in source (a table, or a source of the hub). */
   names(source, key) {
     let keys = this._namesQ.get(source);
     if (!keys) {
@@ -250,7 +250,7 @@ class Reader {
     let rows;
     try {
       this.stats.nameReads++;
-      ({ rows } = await this._query(conn, sql.names(this._schema, source, keys)));
+      ({ rows } = await this._query(conn, sql.names(this._schema, this._host.sourceOf(source), keys)));
     } catch (err) {
       if (this._lost(conn, err)) {
         for (const k of keys) this.names(source, k);
@@ -303,7 +303,7 @@ class Reader {
     let rows;
     try {
       this.stats.snapshotReads++;
-      ({ rows } = await this._query(conn, sql.snapshots(this._schema, source, entries.map((e) => e.key))));
+      ({ rows } = await this._query(conn, sql.snapshots(this._schema, this._host.sourceOf(source), entries.map((e) => e.key))));
     } catch (err) {
       if (this._lost(conn, err)) {
         this._host.retrySnapshots(entries, tick);

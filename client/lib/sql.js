@@ -4,13 +4,51 @@
 //
 // Values always travel as parameters ($1, $2, ...).  The only names written
 // into a statement's text are the extension's schema (read from the
-// catalog), LISTEN channels and the replication slot and publication;
-// each is quoted (or made by the client), so no key, stream name or
-// payload ever becomes SQL.
+// catalog), LISTEN channels and replication slot names the client made,
+// and source functions from the hub's configuration; each is quoted with
+// quoteIdent, so no key, stream name or payload ever becomes SQL.
 
 /** "name" as an SQL identifier: double quotes, embedded ones doubled. */
 function quoteIdent(name) {
   return `"${String(name).replace(/"/g, '""')}"`;
+}
+
+// An identifier as PostgreSQL's scanner reads it, without the quotes: an
+// unquoted one (a letter or underscore, then letters, digits, _ and $; any
+// non-ASCII character counts as a letter) or a quoted one ("" is a quote).
+const IDENT = /^(?:([A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*)|"((?:[^"]|"")+)")/;
+
+/**
+ * A schema-qualified name ('app.snapshots', 'app."My Fn"', '"A"."b"') as
+ * the parts PostgreSQL reads from it: unquoted parts fold to lower case
+ * (ASCII letters only, as in a UTF-8 database), quoted parts are taken as
+ * written.  Throws a TypeError for anything else (one part, three parts,
+ * spaces, an empty quoted part, trailing text): a configured name that the
+ * client could not quote exactly is refused rather than guessed at.
+ * @returns {{schema: string, name: string}}
+ */
+function parseQualifiedName(text) {
+  const parts = [];
+  let rest = String(text);
+  for (;;) {
+    const m = IDENT.exec(rest);
+    if (!m) break;
+    parts.push(m[1] !== undefined ? m[1].replace(/[A-Z]+/g, (s) => s.toLowerCase()) : m[2].replace(/""/g, '"'));
+    rest = rest.slice(m[0].length);
+    if (rest[0] !== '.') break;
+    rest = rest.slice(1);
+  }
+  if (rest !== '' || parts.length !== 2) {
+    throw new TypeError(`not a schema-qualified function name: ${JSON.stringify(String(text))} ` +
+      '(write it as schema.function, quoting parts as SQL does)');
+  }
+  return { schema: parts[0], name: parts[1] };
+}
+
+/** The quoted, qualified name of a source function, for a statement's text. */
+function functionName(text) {
+  const { schema, name } = parseQualifiedName(text);
+  return `${quoteIdent(schema)}.${quoteIdent(name)}`;
 }
 
 // -- connecting ---------------------------------------------------------------
@@ -41,13 +79,29 @@ function walPrerequisites(publication, schema) {
 }
 
 // -- the batched reads ---------------------------------------------------------
+//
+// A "source" is where snapshots come from: a table with an hx_stream
+// trigger (read by hx_stream_snapshots(table, keys)), or a function of the
+// hub's configuration with the same result, (keys text[]) RETURNS TABLE
+// (key text, stream text, seq bigint, state jsonb).  source is
+// {table: '<regclass text>'} or {fn: '<quoted qualified name>'}.
 
-/** The stream and the channel of each key of a table (an hx_stream trigger's). */
-function names(schema, table, keys) {
+function snapshotsOf(schema, source, keysParam) {
+  return source.fn !== undefined
+    ? `${source.fn}(${keysParam}::text[])`
+    : `${schema}.hx_stream_snapshots($2::regclass, ${keysParam}::text[])`;
+}
+
+function sourceValues(source, keys) {
+  return source.fn !== undefined ? [keys] : [keys, source.table];
+}
+
+/** The stream and the channel of each key. */
+function names(schema, source, keys) {
   return {
     text: `SELECT s.key, s.stream, ${schema}.hx_stream_channel(s.stream) AS channel
-             FROM ${schema}.hx_stream_snapshots($2::regclass, $1::text[]) s`,
-    values: [keys, table],
+             FROM ${snapshotsOf(schema, source, '$1')} s`,
+    values: sourceValues(source, keys),
   };
 }
 
@@ -64,13 +118,13 @@ function channels(schema, streams) {
  * last event (is the row gone, after hx.stream_end?), in one statement and
  * so one snapshot.
  */
-function snapshots(schema, table, keys) {
+function snapshots(schema, source, keys) {
   return {
     text: `SELECT s.key, s.stream, s.seq, s.state,
                   (SELECT e.event FROM ${schema}.hx_event e
                     WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) AS last
-             FROM ${schema}.hx_stream_snapshots($2::regclass, $1::text[]) s`,
-    values: [keys, table],
+             FROM ${snapshotsOf(schema, source, '$1')} s`,
+    values: sourceValues(source, keys),
   };
 }
 
@@ -109,7 +163,7 @@ function startReplication(slot, publication) {
 }
 
 module.exports = {
-  quoteIdent,
+  quoteIdent, parseQualifiedName, functionName,
   extension, walPrerequisites, names, channels, snapshots, eventsAfter, heads,
   listen, createSlot, startReplication,
 };

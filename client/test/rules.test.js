@@ -1,13 +1,15 @@
 'use strict';
 // The rules without I/O, tested without a server: the cursor's (what an
 // event at seq n, a page of the log, a notification's hint mean given the
-// cursor; when the queue has room), the backoff's, and the one
-// stream's bookkeeping that several subscriptions share.
+// cursor; when the queue has room), the backoff's, the one stream's
+// bookkeeping that several subscriptions share, and how a configured
+// function name is read and quoted.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const cursor = require('../lib/cursor');
 const { backoffDelay, Backoff } = require('../lib/backoff');
 const { StreamEntry } = require('../lib/entry');
+const sql = require('../lib/sql');
 
 test('an event at seq n, given the cursor: old news, the next one, or a gap', () => {
   assert.equal(cursor.classify(5, 3), 'old');
@@ -119,4 +121,16 @@ test('one delta is applied once for the subscriptions at the same state', () => 
   assert.deepStrictEqual(a, { n: 2 });
   assert.strictEqual(a, b);
   assert.deepStrictEqual(before, { n: 1 }, 'the state before is not changed');
+});
+
+test("a source function's name: schema-qualified, read as PostgreSQL reads it, quoted exactly", () => {
+  assert.deepStrictEqual(sql.parseQualifiedName('app.snapshots'), { schema: 'app', name: 'snapshots' });
+  assert.deepStrictEqual(sql.parseQualifiedName('App.Thread_Snapshots$1'), { schema: 'app', name: 'thread_snapshots$1' });
+  assert.deepStrictEqual(sql.parseQualifiedName('"My App"."Fn ""x"""'), { schema: 'My App', name: 'Fn "x"' });
+  assert.deepStrictEqual(sql.parseQualifiedName('"a.b".c'), { schema: 'a.b', name: 'c' });
+  assert.deepStrictEqual(sql.parseQualifiedName('ü.Ä'), { schema: 'ü', name: 'Ä' }); // only ASCII letters fold
+  assert.equal(sql.functionName('App."Fn ""x"""'), '"app"."Fn ""x"""');
+  for (const bad of ['fn', 'a.b.c', 'a.', '.b', 'a. b', 'a .b', '"a.b', 'a.""', '1a.b', 'a.b()', 'a.b;', 'a.b--', '', 'a.b ']) {
+    assert.throws(() => sql.parseQualifiedName(bad), TypeError, bad);
+  }
 });

@@ -587,8 +587,17 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onNamesFailed(source, keys, err) {
-    for (const key of keys) this._failTarget(source, key, err);
+  onNamesFailed(source, keys, err, retrying) {
+    if (!retrying) {
+      for (const key of keys) this._failTarget(source, key, err);
+      return;
+    }
+    const subs = [];
+    for (const key of keys) {
+      const t = this._targets.get(`${source}\u0000${key}`);
+      if (t) subs.push(...t.subs);
+    }
+    this._error(err, subs);
   }
 
   onChannels(rows) {
@@ -599,6 +608,12 @@ class HxHub extends EventEmitter {
       const entry = this._entryFor(r.stream, r.channel, null, null);
       for (const sub of waits) if (sub.phase === 'resolving') this._attach(sub, entry);
     }
+  }
+
+  onChannelsFailed(streams, err) {
+    const subs = [];
+    for (const s of streams) subs.push(...(this._streamWaits.get(s) || []));
+    this._error(err, subs);
   }
 
   /** A snapshot read of entries goes out now: its tick, for the subscriptions waiting. */
@@ -629,7 +644,7 @@ class HxHub extends EventEmitter {
       if (entry.dropped) continue;
       const r = byKey.get(entry.key);
       if (!r) { // a source gives a row per key it knows: the key is not there (yet)
-        this._reader.later(() => this.retrySnapshots([entry], tick));
+        this._reader.later('snapshot', () => this.retrySnapshots([entry], tick));
         continue;
       }
       const seq = Number(r.seq);
@@ -646,14 +661,18 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onSnapshotsFailed(entries, tick, err) {
+  onSnapshotsFailed(entries, tick, err, transient) {
+    const told = [];
     for (const entry of entries) {
       for (const sub of [...entry.subs]) {
-        // one that has not started fails; one that has tries again
-        if (sub._waitsFor(tick) && !sub._hasPosition()) this._failSub(sub, err);
+        if (!sub._waitsFor(tick)) continue;
+        // one that has not started fails (no trigger, no such function,
+        // no privilege), unless the error may pass; one that has tries again
+        if (!transient && !sub._hasPosition()) this._failSub(sub, err);
+        else told.push(sub);
       }
     }
-    this._error(err);
+    this._error(err, told);
   }
 
   /** Where a read of entry's log starts: the lowest cursor of those that want one, or null. */
@@ -703,9 +722,15 @@ class HxHub extends EventEmitter {
     }
   }
 
-  /** A query failed: start over on a new connection. */
-  onQueryFailed(conn, err) {
-    if (!isConnectionError(err) && conn.alive) this._error(err);
+  /** A read of the log or of the heads failed on a working connection; it is tried again later. */
+  onReadFailed(entries, err) {
+    const subs = [];
+    for (const entry of entries) subs.push(...entry.subs);
+    this._error(err, subs);
+  }
+
+  /** The reader's connection is gone: reconnect. */
+  onConnectionError(conn, err) {
     this._link.lose(conn, err);
   }
 

@@ -9,17 +9,24 @@
 // result to its host (the hub), which applies it to the subscriptions.
 //
 // Errors:
+//   - a connection error (isConnectionError, or the connection died):
+//     what the statement was for is requested again, and the host is told
+//     (it reconnects; the pump resumes on the new connection);
 //   - a data error (class 22: a key that its type rejects) in a batch of
 //     names or snapshots: the batch is halved until the bad keys stand
 //     alone, so that they fail alone;
-//   - a failed name lookup fails its subscriptions; a failed snapshot read
-//     fails those that have not started, and is tried again later for the
-//     others;
-//   - any other error: what the statement was for is requested again, and
-//     the host is told (it reconnects; the pump resumes on the new
-//     connection).
+//   - any other statement error leaves the connection alone (a statement
+//     that fails on every connection, for want of a privilege say, must
+//     not cost a reconnect each time): the host is told, with the streams
+//     it concerns (their subscriptions hear of it, SQLSTATE and all), and
+//     the statement is tried again after a backoff that grows until one of
+//     its kind succeeds.  A name lookup that fails for good (no such
+//     table, no trigger, no such function) fails its subscriptions, as
+//     does a snapshot read for those that have not started yet, unless
+//     the error may pass (isTransient: a cancelled statement, a deadlock).
 const sql = require('./sql');
-const { isConnectionError, isDataError } = require('./errors');
+const { Backoff } = require('./backoff');
+const { isConnectionError, isDataError, isTransient } = require('./errors');
 
 const RECHECK_MS = 100;
 
@@ -38,6 +45,7 @@ class Reader {
     this._pumpHandle = null;
     this.done = Promise.resolve(); // the pump running now
     this._timers = new Set();    // retries of failed statements
+    this._backoff = new Map();   // kind -> Backoff
     this._recheck = new Set();
     this._recheckTimer = null;
 
@@ -137,13 +145,23 @@ class Reader {
     return entries;
   }
 
-  /** fn, later: after the reconnect backoff's longest delay. */
-  later(fn) {
+  /** fn, after the backoff of kind (grown by each failure of a statement of that kind). */
+  later(kind, fn) {
+    let b = this._backoff.get(kind);
+    if (!b) {
+      b = new Backoff(this._o.reconnect);
+      this._backoff.set(kind, b);
+    }
     const t = setTimeout(() => {
       this._timers.delete(t);
       if (this._active) fn();
-    }, this._o.reconnect.max);
+    }, b.next());
     this._timers.add(t);
+  }
+
+  _succeeded(kind) {
+    const b = this._backoff.get(kind);
+    if (b) b.healthy();
   }
 
   // -- the pump ----------------------------------------------------------------
@@ -170,7 +188,8 @@ class Reader {
         try {
           await job(conn);
         } catch (err) {
-          if (this._active) this._host.onQueryFailed(conn, err);
+          // only a lost connection gets here: the jobs handle statement errors
+          if (this._active) this._host.onConnectionError(conn, err);
           return;
         }
       }
@@ -257,10 +276,13 @@ class Reader {
         throw err;
       }
       if (await this._halve(err, keys, (part) => this._runNames(conn, source, part))) return;
-      // anything else fails every key
-      this._host.onNamesFailed(source, keys, err);
+      // a cancelled statement, say: try again; anything else fails every key
+      const retry = isTransient(err);
+      this._host.onNamesFailed(source, keys, err, retry);
+      if (retry) this.later('names', () => { for (const k of keys) this.names(source, k); });
       return;
     }
+    this._succeeded('names');
     this._host.onNames(source, keys, rows);
   }
 
@@ -270,9 +292,15 @@ class Reader {
       this.stats.nameReads++;
       ({ rows } = await this._query(conn, sql.channels(this._schema, streams)));
     } catch (err) {
-      for (const s of streams) this._channelQ.add(s);
-      throw err;
+      if (this._lost(conn, err)) {
+        for (const s of streams) this._channelQ.add(s);
+        throw err;
+      }
+      this._host.onChannelsFailed(streams, err);
+      this.later('channels', () => { for (const s of streams) this.channel(s); });
+      return;
     }
+    this._succeeded('channels');
     this._host.onChannels(rows);
   }
 
@@ -311,11 +339,13 @@ class Reader {
       }
       if (await this._halve(err, entries, (part) => this._runSnapshots(conn, source, part))) return;
       // the table lost its trigger, say: a subscription that has not
-      // started fails; one that has tries again after a while
-      this._host.onSnapshotsFailed(entries, tick, err);
-      this.later(() => this._host.retrySnapshots(entries, tick));
+      // started fails (unless the error may pass); one that has tries
+      // again after a while
+      this._host.onSnapshotsFailed(entries, tick, err, isTransient(err));
+      this.later('snapshot', () => this._host.retrySnapshots(entries, tick));
       return;
     }
+    this._succeeded('snapshot');
     this.stats.snapshots += rows.length;
     this._host.onSnapshots(entries, tick, rows);
   }
@@ -347,9 +377,16 @@ class Reader {
       ({ rows } = await this._query(conn,
         sql.eventsAfter(this._schema, batch.map((b) => b.entry.stream), batch.map((b) => b.after), limit)));
     } catch (err) {
-      for (const b of batch) this._catchQ.add(b.entry);
-      throw err;
+      const entries = batch.map((b) => b.entry);
+      if (this._lost(conn, err)) {
+        for (const e of entries) this._catchQ.add(e);
+        throw err;
+      }
+      this._host.onReadFailed(entries, err);
+      this.later('catchup', () => { for (const e of entries) if (!e.dropped) this.catchup(e); });
+      return;
     }
+    this._succeeded('catchup');
     this.stats.pages++;
     const byStream = new Map();
     for (const r of rows) {
@@ -379,9 +416,15 @@ class Reader {
       this.stats.headReads++;
       ({ rows } = await this._query(conn, sql.heads(this._schema, entries.map((e) => e.stream))));
     } catch (err) {
-      for (const e of entries) this._headsQ.add(e);
-      throw err;
+      if (this._lost(conn, err)) {
+        for (const e of entries) this._headsQ.add(e);
+        throw err;
+      }
+      this._host.onReadFailed(entries, err);
+      this.later('heads', () => { for (const e of entries) if (!e.dropped) this.heads(e); });
+      return;
     }
+    this._succeeded('heads');
     this._host.onHeads(entries, new Map(rows.map((r) => [r.stream, Number(r.seq)])), tick);
   }
 }

@@ -61,6 +61,19 @@ test('the queue has room below maxQueue, and is low at half of it', () => {
   assert.equal(cursor.isLow(1, 1), false);
 });
 
+test('what an error means: the connection gone, a value its type rejects, or a statement worth retrying', () => {
+  const { isConnectionError, isDataError, isTransient } = require('../lib/errors');
+  const e = (code) => Object.assign(new Error(code || 'socket'), code ? { code } : {});
+  for (const c of [undefined, 'ECONNRESET', '08006', '08P01', '57P01', '57P02', '57P03', '57P04', '57P05', '53300']) {
+    assert.equal(isConnectionError(e(c)), true, c);
+  }
+  for (const c of ['42501', '57014', '22P02', '40001', '42883', '55P03']) assert.equal(isConnectionError(e(c)), false, c);
+  assert.equal(isDataError(e('22P02')), true);
+  assert.equal(isDataError(e('42501')), false);
+  for (const c of ['57014', '40001', '40P01', '53200', '55P03']) assert.equal(isTransient(e(c)), true, c);
+  for (const c of ['42501', '42883', '22P02', '42P01', undefined]) assert.equal(isTransient(e(c)), false, c);
+});
+
 test("a notification's payload is a hint: the {stream, seq} an event or a reference names, or nothing", () => {
   const event = { type: 'STATE_DELTA', delta: [], metadata: { stream: 't:k', seq: 4 } };
   assert.deepStrictEqual(cursor.parseHint(JSON.stringify(event)), { stream: 't:k', seq: 4, ref: false });
@@ -92,8 +105,37 @@ test('backoff: doubling from min to max, jittered over the upper half', () => {
   const b = new Backoff(bounds);
   const delays = Array.from({ length: 8 }, () => b.next(() => 0));
   assert.deepStrictEqual(delays, [50, 100, 200, 400, 800, 1600, 2500, 2500]);
-  b.reset();
+  b.healthy();
   assert.equal(b.next(() => 0), 50);
+});
+
+test('backoff starts over only once what was retried proved healthy', () => {
+  const b = new Backoff({ min: 100, max: 5000 }, 5000);
+  const zero = () => 0;
+  // a server that accepts the connection and drops it at once: the
+  // reconnect succeeds every time, and yet the delay keeps growing
+  const delays = [];
+  let now = 0;
+  for (let i = 0; i < 6; i++) {
+    delays.push(b.next(zero));
+    now += 1000;
+    b.up(now);       // connected
+    now += 10;
+    b.lost(now);     // and dropped 10 ms later
+  }
+  assert.deepStrictEqual(delays, [50, 100, 200, 400, 800, 1600]);
+  // up for healthyAfter ms, then lost: it was healthy
+  b.next(zero);
+  b.up(now);
+  now += 5000;
+  b.lost(now);
+  assert.equal(b.next(zero), 50);
+  // lost while never up (a failed attempt): it goes on growing
+  b.lost(now);
+  assert.equal(b.next(zero), 100);
+  // a statement succeeded: healthy
+  b.healthy();
+  assert.equal(b.next(zero), 50);
 });
 
 test('a stream known to have a seq: the log has the last word when nothing was seen since the read', () => {

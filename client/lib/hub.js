@@ -75,7 +75,7 @@ const { HxSubscription } = require('./subscription');
 const { Reader } = require('./reader');
 const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
-const { emitSafe, emitError, rethrow } = require('./emit');
+const { emitSafe, emitError, warnUnheard } = require('./emit');
 
 const DEFAULTS = {
   transport: 'auto',
@@ -813,7 +813,7 @@ class HxHub extends EventEmitter {
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
-    emitSafe(this, name, args, rethrow);
+    emitSafe(this, name, args, (err) => this._listenerFailed(err, null));
   }
 
   /**
@@ -825,6 +825,18 @@ class HxHub extends EventEmitter {
     this.stats.errors++;
     for (const sub of subs) sub._emitError(err);
     if (this._phase !== 'stopped') emitError(this, err);
+  }
+
+  /**
+   * A listener threw or rejected: its error goes to the subscription's
+   * 'error' if someone listens there, else the hub's, else a process
+   * warning; the subscription goes on with its next event.
+   */
+  _listenerFailed(err, sub) {
+    this.stats.errors++;
+    if (sub && sub._emitError(err)) return;
+    if (this._phase !== 'stopped' && emitError(this, err)) return;
+    warnUnheard(err);
   }
 }
 

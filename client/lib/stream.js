@@ -30,7 +30,7 @@
 const { EventEmitter } = require('node:events');
 const { HxHub } = require('./hub');
 const { syntheticSnapshot } = require('./subscription');
-const { callListeners, emitSafe, emitError, rethrow } = require('./emit');
+const { callListeners, emitSafe, emitError, warnUnheard } = require('./emit');
 
 class HxStream extends EventEmitter {
   /**
@@ -177,19 +177,24 @@ class HxStream extends EventEmitter {
   }
 
   /**
-   * Hand an event to the 'event' listeners.  A listener that throws does
-   * not break the bookkeeping: its exception is rethrown on its own tick
-   * (an uncaught exception, as from any other callback).  A listener that
-   * returns a promise holds the next event back until it settles.
+   * Hand an event to the 'event' listeners.  A listener that throws or
+   * rejects does not break the bookkeeping: its error goes to 'error' (a
+   * process warning when nothing listens), and the stream goes on.  A
+   * listener that returns a promise holds the next event back until it
+   * settles.
    */
   _emitEvent(event, state) {
     if (this._phase === 'stopped') return null;
-    return callListeners(this, 'event', [event, state], rethrow);
+    return callListeners(this, 'event', [event, state], this._onListenerError);
   }
+
+  _onListenerError = (err) => {
+    if (!this._emitError(err)) warnUnheard(err);
+  };
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
-    emitSafe(this, name, args, rethrow);
+    emitSafe(this, name, args, this._onListenerError);
   }
 
   /**

@@ -8,7 +8,7 @@
 // needs next; the rules are cursor.js's.
 const { EventEmitter } = require('node:events');
 const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
-const { callListeners, rethrow, noop } = require('./emit');
+const { callListeners, noop } = require('./emit');
 const { isStreamEnd } = require('./apply');
 const { EventQueue } = require('./queue');
 
@@ -428,10 +428,13 @@ class HxSubscription extends EventEmitter {
 
   /**
    * A listener that throws or rejects does not disturb the bookkeeping:
-   * its error is rethrown on its own tick (an uncaught exception, as from
-   * any callback), and the subscription goes on with the next event.
+   * its error goes to 'error' (this subscription's if someone listens
+   * there, else the hub's, else a process warning), and the subscription
+   * goes on with the next event.
    */
-  _onListenerError = rethrow;
+  _onListenerError = (err) => {
+    this._hub._listenerFailed(err, this);
+  };
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
@@ -441,7 +444,7 @@ class HxSubscription extends EventEmitter {
   /** 'error' only when someone listens: an unheard 'error' would crash the process. */
   _emitError(err) {
     if (this._phase === 'stopped' || this.listenerCount('error') === 0) return false;
-    callListeners(this, 'error', [err], rethrow);
+    callListeners(this, 'error', [err], (e) => process.nextTick(() => { throw e; }));
     return true;
   }
 }

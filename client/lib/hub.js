@@ -55,7 +55,8 @@
 // Delivery and backpressure: each subscription has its own queue of
 // accepted events, delivered to its 'event' listeners one at a time; a
 // listener may return a promise, and the next event waits for it.  The
-// queue never holds more than maxQueue events:
+// queue never holds more than maxQueue events, nor (but for one event
+// alone) more than maxQueueBytes bytes:
 //   - overflow 'log' (the default): when the queue is full, events from the
 //     transport are not accepted for that subscription (its cursor stays);
 //     once its consumer has brought the queue down to half, it reads the
@@ -83,6 +84,7 @@ const DEFAULTS = {
   pollInterval: null,   // 2000 over LISTEN, 10000 over the WAL
   pageSize: 1000,
   maxQueue: 1000,
+  maxQueueBytes: 16 * 1024 * 1024,
   batchSize: 1000,
   batchEvents: 10000,
   headsBatch: 2000,
@@ -111,6 +113,8 @@ class HxHub extends EventEmitter {
    * @param {number} [options.pageSize=1000] events per stream per log read
    * @param {number} [options.maxQueue=1000] events a subscription may have
    *   waiting for its consumer (each follow() may set its own)
+   * @param {number} [options.maxQueueBytes=16 MiB] bytes a subscription
+   *   may have waiting for its consumer (each follow() may set its own)
    * @param {Object<string, string>} [options.sources] sources whose
    *   snapshots come from a function: {name: 'schema.function'}, each
    *   function (keys text[]) RETURNS TABLE (key text, stream text, seq
@@ -144,6 +148,7 @@ class HxHub extends EventEmitter {
     o.pollInterval = o.pollInterval === null || o.pollInterval === undefined ? null : Number(o.pollInterval) || 0;
     o.pageSize = Math.max(1, Math.floor(o.pageSize));
     o.maxQueue = Math.max(1, Math.floor(o.maxQueue));
+    o.maxQueueBytes = Math.max(1, Math.floor(o.maxQueueBytes));
     o.batchSize = Math.max(1, Math.floor(o.batchSize));
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
@@ -272,13 +277,13 @@ class HxHub extends EventEmitter {
    * (a seq: start with the events after it, read from the log, instead of
    * a snapshot), base (the state at after), state (keep and hand out
    * states; default true, false with after and no base), maxQueue,
-   * overflow ('log' | 'snapshot').
+   * maxQueueBytes, overflow ('log' | 'snapshot').
    * @returns {HxSubscription}
    */
   follow(target, options) {
     if (this._phase === 'stopped') throw new Error('HxHub: stopped');
     const sub = new HxSubscription(this, target || {}, options || {},
-      { maxQueue: this._o.maxQueue, tick: ++this._tick });
+      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, tick: ++this._tick });
     this._subs.add(sub);
     this.stats.subscriptions = this._subs.size;
     if (sub.table !== null) {
@@ -436,15 +441,15 @@ class HxHub extends EventEmitter {
     } catch (err) {
       return; // cannot happen for jsonb; the log has it anyway
     }
-    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, 'wal');
+    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, eventBuf.length, 'wal');
   }
 
-  /** An event the log holds at seq (rule 2): the WAL brings the log's own rows. */
-  _onLogEvent(entry, seq, event, via) {
+  /** An event the log holds at seq, bytes long (rule 2): the WAL brings the log's own rows. */
+  _onLogEvent(entry, seq, event, bytes, via) {
     entry.saw(seq);
     for (const sub of [...entry.subs]) {
       sub._noticed(via);
-      const r = sub._offer(seq, event);
+      const r = sub._offer(seq, event, bytes);
       if (r === 'old') continue;
       if (r === 'overflow') {
         this.stats.overflows++;
@@ -533,7 +538,7 @@ class HxHub extends EventEmitter {
         for (const sib of entry.subs) {
           const seed = sib === sub ? null : sib._seed();
           if (seed) {
-            this._takeSnapshot(sub, seed.seq, seed.state, null);
+            this._takeSnapshot(sub, seed.seq, seed.state, null, seed.bytes);
             return;
           }
         }
@@ -554,8 +559,8 @@ class HxHub extends EventEmitter {
     this._check(sub);
   }
 
-  _takeSnapshot(sub, seq, state, last) {
-    if (sub._takeSnapshot(seq, state, last) === 'resync') this.stats.resyncs++;
+  _takeSnapshot(sub, seq, state, last, bytes) {
+    if (sub._takeSnapshot(seq, state, last, bytes) === 'resync') this.stats.resyncs++;
     this._check(sub);
   }
 
@@ -649,8 +654,10 @@ class HxHub extends EventEmitter {
       }
       const seq = Number(r.seq);
       entry.saw(seq);
-      const state = r.state === undefined ? null : r.state;
-      for (const sub of [...entry.subs]) if (sub._waitsFor(tick)) this._takeSnapshot(sub, seq, state, r.last || null);
+      const state = r.state === null ? null : r.state.value;
+      const bytes = r.state === null ? 0 : r.state.bytes;
+      const last = r.last === null ? null : r.last.value;
+      for (const sub of [...entry.subs]) if (sub._waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
       // subscriptions that started waiting after the read was sent ask again
       for (const sub of [...entry.subs]) {
         if (sub.phase === 'snapshot' && !sub._waitsFor(tick)) {

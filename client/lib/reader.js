@@ -24,9 +24,20 @@
 //     table, no trigger, no such function) fails its subscriptions, as
 //     does a snapshot read for those that have not started yet, unless
 //     the error may pass (isTransient: a cancelled statement, a deadlock).
+const pg = require('pg');
 const sql = require('./sql');
 const { Backoff } = require('./backoff');
 const { isConnectionError, isDataError, isTransient } = require('./errors');
+
+// jsonb and json columns parsed with their size: {value, bytes}, the bytes
+// of the JSON text as the server sent it (the queue's bounds in bytes)
+const JSON_OIDS = new Set([114, 3802]);
+const sized = (text) => ({ value: JSON.parse(text), bytes: Buffer.byteLength(text) });
+const SIZED_TYPES = {
+  getTypeParser(oid, format) {
+    return JSON_OIDS.has(oid) && format !== 'binary' ? sized : pg.types.getTypeParser(oid, format);
+  },
+};
 
 const RECHECK_MS = 100;
 
@@ -217,7 +228,7 @@ class Reader {
 
   async _query(conn, q) {
     this.stats.queries++;
-    return conn.client.query(q.text, q.values);
+    return conn.client.query({ text: q.text, values: q.values, types: SIZED_TYPES });
   }
 
   /** Is err the connection's (rethrow it), rather than the statement's? */
@@ -395,7 +406,7 @@ class Reader {
         list = [];
         byStream.set(r.stream, list);
       }
-      list.push({ seq: Number(r.seq), event: r.event });
+      list.push({ seq: Number(r.seq), event: r.event.value, bytes: r.event.bytes });
     }
     this._host.onPage(batch, byStream, limit, tick);
   }

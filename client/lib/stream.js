@@ -50,6 +50,7 @@ class HxStream extends EventEmitter {
    *   (pg, pollInterval, reconnect and pageSize are then the hub's)
    * @param {number} [options.maxQueue] events waiting for a slow 'event'
    *   listener (one that returns a promise) at most; see the hub
+   * @param {number} [options.maxQueueBytes] bytes of those events at most
    */
   constructor(options) {
     super();
@@ -70,6 +71,7 @@ class HxStream extends EventEmitter {
     });
     this._queueOptions = {};
     if (o.maxQueue !== undefined) this._queueOptions.maxQueue = o.maxQueue;
+    if (o.maxQueueBytes !== undefined) this._queueOptions.maxQueueBytes = o.maxQueueBytes;
     this._phase = 'idle';          // idle | starting | running | stopped
     this._sub = null;
     this._stopping = null;

@@ -51,14 +51,20 @@ test('a live subscription reads the log when told to, when a page stopped short,
   assert.equal(cursor.wantsRead(5, 5, false, true), true);
 });
 
-test('the queue has room below maxQueue, and is low at half of it', () => {
-  assert.equal(cursor.hasRoom(0, 1), true);
-  assert.equal(cursor.hasRoom(9, 10), true);
-  assert.equal(cursor.hasRoom(10, 10), false);
-  assert.equal(cursor.isLow(5, 10), true);
-  assert.equal(cursor.isLow(6, 10), false);
-  assert.equal(cursor.isLow(0, 1), true);
-  assert.equal(cursor.isLow(1, 1), false);
+test('the queue has room below maxQueue events and maxQueueBytes bytes, and is low at half of both', () => {
+  // hasRoom(events, bytes, size of the next, maxEvents, maxBytes)
+  assert.equal(cursor.hasRoom(0, 0, 10, 1, 100), true);
+  assert.equal(cursor.hasRoom(9, 50, 10, 10, 100), true);
+  assert.equal(cursor.hasRoom(10, 50, 10, 10, 100), false, 'full in events');
+  assert.equal(cursor.hasRoom(3, 90, 10, 10, 100), true, 'exactly at the byte bound');
+  assert.equal(cursor.hasRoom(3, 91, 10, 10, 100), false, 'full in bytes');
+  assert.equal(cursor.hasRoom(0, 0, 5000, 10, 100), true, 'an empty queue takes any one event, however big');
+  assert.equal(cursor.hasRoom(1, 5000, 1, 10, 100), false);
+  assert.equal(cursor.isLow(5, 50, 10, 100), true);
+  assert.equal(cursor.isLow(6, 0, 10, 100), false);
+  assert.equal(cursor.isLow(0, 51, 10, 100), false);
+  assert.equal(cursor.isLow(0, 0, 1, 100), true);
+  assert.equal(cursor.isLow(1, 0, 1, 100), false);
 });
 
 test('what an error means: the connection gone, a value its type rejects, or a statement worth retrying', () => {
@@ -154,15 +160,29 @@ test('a stream known to have a seq: the log has the last word when nothing was s
   assert.equal(e.settle(9, 9), false);
 });
 
-test('one delta is applied once for the subscriptions at the same state', () => {
+test('one delta is applied once for the subscriptions at the same state, and sized', () => {
   const e = new StreamEntry('t:k', 'hx:t:k', 't', 'k');
-  const before = { n: 1 };
+  const before = { n: 1, s: 'ü' };
   const delta = { type: 'STATE_DELTA', delta: [{ op: 'replace', path: '/n', value: 2 }] };
-  const a = e.apply(before, delta);
-  const b = e.apply(before, delta);
-  assert.deepStrictEqual(a, { n: 2 });
-  assert.strictEqual(a, b);
-  assert.deepStrictEqual(before, { n: 1 }, 'the state before is not changed');
+  const a = e.apply(before, 0, delta, 40);
+  const b = e.apply(before, 0, delta, 40);
+  assert.deepStrictEqual(a.state, { n: 2, s: 'ü' });
+  assert.strictEqual(a.state, b.state);
+  // the state before measured exactly on the way (its JSON text in UTF-8), plus the delta's size
+  assert.equal(a.bytes, Buffer.byteLength('{"n":1,"s":"ü"}') + 40);
+  assert.deepStrictEqual(before, { n: 1, s: 'ü' }, 'the state before is not changed');
+});
+
+test('applySized: a snapshot is its own size, an end frees the state, other events keep it', () => {
+  const { applySized } = require('../lib/apply');
+  const snap = { type: 'STATE_SNAPSHOT', snapshot: { a: 1 } };
+  assert.deepStrictEqual(applySized(null, 0, snap, 77), { state: { a: 1 }, bytes: 77 });
+  assert.deepStrictEqual(applySized({ a: 1 }, 9, { type: 'CUSTOM', name: 'hx.stream_end', value: {} }, 60), { state: null, bytes: 0 });
+  const s = { a: 1 };
+  const r = applySized(s, 9, { type: 'CUSTOM', name: 'other' }, 60);
+  assert.strictEqual(r.state, s);
+  assert.equal(r.bytes, 9);
+  assert.throws(() => applySized({ a: 1 }, 9, { type: 'STATE_DELTA', delta: [{ op: 'remove', path: '/b' }] }, 30));
 });
 
 test("a source function's name: schema-qualified, read as PostgreSQL reads it, quoted exactly", () => {

@@ -1,0 +1,677 @@
+"""What HxSaver and AsyncHxSaver share: the SQL, and every operation written
+once as a generator of statements that a sync or an async driver runs.
+
+Storage (in the schema the user chooses, ``langgraph`` by default):
+
+- ``checkpoints``: one row per checkpoint: the checkpoint without its
+  values, the metadata, and its state as what changed: ``delta``, the
+  hx_merge ops from the parent's state, and now and then ``snapshot``, the
+  whole state.  A checkpoint's state is its nearest snapshot ancestor's
+  snapshot with the deltas after it applied in order (``state_at``, one
+  ``hx_merge``).  A snapshot is written when the deltas since the last one
+  add up to more than that snapshot (at least ``snapshot_min_bytes``) or
+  when ``max_chain`` checkpoints passed: rebuilding reads at most about
+  twice the state, and what is stored and WAL-logged per step is what
+  changed, plus snapshots whose sizes grow geometrically (together about
+  twice the final state).
+- ``writes``: the pending writes of tasks (``put_writes``), staged once:
+  retrying equal writes is a no-op, other writes for the same task and index
+  are an error (``NonDeterministicRetry``, XH201), except LangGraph's own
+  records of an attempt (errors, interrupts, resumes, scheduled), which the
+  last attempt overwrites as LangGraph expects.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import OrderedDict
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import INTERRUPT
+
+from hxstate.errors import NonDeterministicRetry, NotSetUp, ThreadConflict
+from hxstate.langgraph import delta as D
+from hxstate.langgraph.codec import Codec, public_json
+
+DEFAULT_SCHEMA = "langgraph"
+# sources of checkpoints that a run writes as it advances a thread; the
+# others ("update", "fork") are forks a user asked for
+RUN_SOURCES = frozenset({"input", "loop"})
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def dumps(j: Any) -> str:
+    return json.dumps(j, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class Query(NamedTuple):
+    sql: str
+    params: Sequence[Any] | Mapping[str, Any] = ()
+    fetch: bool = False
+
+
+Steps = Generator[Query, list[tuple[Any, ...]], Any]
+
+
+def migrations(s: str, hx: str) -> list[str]:
+    """The saver's migrations; the position of each is its version.  ``s``
+    is the saver's schema and ``hx`` hxstate's, both quoted."""
+    return [
+        f"CREATE TABLE IF NOT EXISTS {s}.migrations (v integer PRIMARY KEY)",
+        f"""CREATE TABLE {s}.checkpoints (
+    thread_id text NOT NULL,
+    checkpoint_ns text NOT NULL DEFAULT '',
+    checkpoint_id text NOT NULL,
+    parent_checkpoint_id text,
+    checkpoint jsonb NOT NULL,
+    metadata jsonb NOT NULL DEFAULT '{{}}',
+    delta jsonb,
+    snapshot jsonb,
+    chain_bytes bigint NOT NULL DEFAULT 0,
+    chain_len integer NOT NULL DEFAULT 0,
+    snapshot_bytes bigint NOT NULL DEFAULT 0,
+    seq bigint,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)""",
+        f"""CREATE TABLE {s}.writes (
+    thread_id text NOT NULL,
+    checkpoint_ns text NOT NULL DEFAULT '',
+    checkpoint_id text NOT NULL,
+    task_id text NOT NULL,
+    idx integer NOT NULL,
+    channel text NOT NULL,
+    task_path text NOT NULL DEFAULT '',
+    value jsonb NOT NULL,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+)""",
+        f"CREATE INDEX checkpoints_parent_idx ON {s}.checkpoints (thread_id, checkpoint_ns, parent_checkpoint_id)",
+        f"CREATE INDEX checkpoints_run_id_idx ON {s}.checkpoints ((metadata ->> 'run_id'))",
+        # a checkpoint's state: its nearest snapshot and the deltas after it
+        f"""CREATE FUNCTION {s}.state_at(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
+RETURNS jsonb LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH RECURSIVE chain AS (
+    SELECT c.parent_checkpoint_id, c.delta, c.snapshot, 0 AS depth
+      FROM {s}.checkpoints c
+     WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns
+       AND c.checkpoint_id = p_checkpoint_id
+    UNION ALL
+    SELECT p.parent_checkpoint_id, p.delta, p.snapshot, chain.depth + 1
+      FROM chain JOIN {s}.checkpoints p
+        ON p.thread_id = p_thread_id AND p.checkpoint_ns = p_checkpoint_ns
+       AND p.checkpoint_id = chain.parent_checkpoint_id
+     WHERE chain.snapshot IS NULL AND chain.depth < 100000
+)
+SELECT CASE WHEN NOT EXISTS (SELECT FROM chain) THEN NULL ELSE
+       {hx}.hx_merge(
+           coalesce((SELECT snapshot FROM chain WHERE snapshot IS NOT NULL), '{{}}'),
+           coalesce((SELECT jsonb_agg(e.op ORDER BY chain.depth DESC, e.ord)
+                       FROM chain, jsonb_array_elements(chain.delta) WITH ORDINALITY AS e(op, ord)
+                      WHERE chain.snapshot IS NULL), '[]'))
+       END
+$$""",
+        f"COMMENT ON FUNCTION {s}.state_at(text, text, text) IS "
+        "'the state (channel values as JSON) of a LangGraph checkpoint kept by HxSaver'",
+    ]
+
+
+def public_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The state a thread's followers see: the graph's own channels, not
+    LangGraph's (``__start__``, ``branch:to:...``)."""
+    return {
+        k: public_json(v)
+        for k, v in state.items()
+        if not (k.startswith("__") or k.startswith("branch:"))
+    }
+
+
+@dataclass
+class Head:
+    """What the saver remembers of the last checkpoint it read or wrote on a
+    thread's namespace, so that the next put finds the parent's state
+    without rebuilding it."""
+
+    checkpoint_id: str
+    versions: dict[str, Any]
+    state: dict[str, Any]  # channel -> encoded value
+    # channel -> the Python objects of a list value, with their field values,
+    # aligned with the encoded list: an item that is the same object with the
+    # same fields is not encoded again
+    objects: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
+    chain_bytes: int = 0
+    chain_len: int = 0
+    snapshot_bytes: int = 0
+
+
+def _fields(obj: Any) -> Any:
+    d = getattr(obj, "__dict__", None)
+    if d is None or not hasattr(obj, "model_dump"):
+        return None
+    return tuple(d.values())
+
+
+def _same(obj: Any, fields: Any) -> bool:
+    if fields is None:
+        return False
+    values = obj.__dict__.values()
+    return len(values) == len(fields) and all(a is b for a, b in zip(values, fields))
+
+
+class BaseHxSaver(BaseCheckpointSaver[str]):
+    """What the sync and the async saver share."""
+
+    schema: str
+    snapshot_min_bytes: int
+    max_chain: int
+    cache_threads: int
+
+    def _init_base(
+        self,
+        *,
+        schema: str,
+        serde: SerializerProtocol | None,
+        snapshot_min_bytes: int,
+        max_chain: int,
+        cache_threads: int,
+    ) -> None:
+        BaseCheckpointSaver.__init__(self, serde=serde)
+        self.schema = schema
+        self.s = quote_ident(schema)
+        self.codec = Codec(self.serde)
+        self.snapshot_min_bytes = snapshot_min_bytes
+        self.max_chain = max_chain
+        self.cache_threads = cache_threads
+        self._heads: OrderedDict[tuple[str, str], Head] = OrderedDict()
+        self._sql()
+
+    def _sql(self) -> None:
+        s = self.s
+        self.SELECT_COLUMNS = f"""c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+    c.checkpoint, c.metadata, c.chain_bytes, c.chain_len, c.snapshot_bytes,
+    (SELECT jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value, w.task_path, w.idx)
+                      ORDER BY w.task_path, w.task_id, w.idx)
+       FROM {s}.writes w
+      WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+        AND w.checkpoint_id = c.checkpoint_id) AS writes"""
+        self.PARENT_SQL = f"""SELECT p.checkpoint -> 'channel_versions', p.chain_bytes, p.chain_len, p.snapshot_bytes,
+    (SELECT c.checkpoint_id FROM {s}.checkpoints c
+      WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns
+        AND c.parent_checkpoint_id = p.checkpoint_id AND c.checkpoint_id <> %(id)s LIMIT 1),
+    CASE WHEN %(cached)s THEN NULL ELSE {s}.state_at(p.thread_id, p.checkpoint_ns, p.checkpoint_id) END
+  FROM {s}.checkpoints p
+ WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s AND p.checkpoint_id = %(parent)s
+   FOR UPDATE OF p"""
+        self.EXISTS_SQL = f"""SELECT 1 FROM {s}.checkpoints
+ WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
+        self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes)
+VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(checkpoint)s::jsonb, %(metadata)s::jsonb,
+        %(delta)s::jsonb, %(snapshot)s::jsonb, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
+        cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value)"
+        vals = "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::jsonb FROM unnest(%s::int[], %s::text[], %s::text[]) AS t(idx, channel, value)"
+        self.INSERT_WRITES_SQL = f"INSERT INTO {s}.writes {cols} {vals} ON CONFLICT DO NOTHING"
+        self.UPSERT_WRITES_SQL = (
+            f"INSERT INTO {s}.writes {cols} {vals} ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) "
+            "DO UPDATE SET channel = EXCLUDED.channel, value = EXCLUDED.value, task_path = EXCLUDED.task_path"
+        )
+        self.CHECK_WRITES_SQL = f"""SELECT t.idx FROM unnest(%s::int[], %s::text[], %s::text[]) AS t(idx, channel, value)
+  JOIN {s}.writes w ON w.thread_id = %s AND w.checkpoint_ns = %s AND w.checkpoint_id = %s
+                   AND w.task_id = %s AND w.idx = t.idx
+ WHERE w.channel <> t.channel OR w.value <> t.value::jsonb"""
+
+    # -- versions ---------------------------------------------------------
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # -- the cache of heads -------------------------------------------------
+
+    def _remember(self, thread_id: str, ns: str, head: Head) -> None:
+        key = (thread_id, ns)
+        self._heads[key] = head
+        self._heads.move_to_end(key)
+        while len(self._heads) > self.cache_threads:
+            self._heads.popitem(last=False)
+
+    def _forget(self, thread_ids: Sequence[str] | None = None) -> None:
+        if thread_ids is None:
+            self._heads.clear()
+            return
+        drop = set(thread_ids)
+        for key in [k for k in self._heads if k[0] in drop]:
+            del self._heads[key]
+
+    # -- put ----------------------------------------------------------------
+
+    def _put_steps(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Steps:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = str(conf.get("checkpoint_ns", "") or "")
+        parent = conf.get("checkpoint_id")
+        cid = checkpoint["id"]
+        next_config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+        }
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        values = checkpoint["channel_values"]
+        versions = dict(checkpoint["channel_versions"])
+
+        cached = self._heads.get((thread_id, ns))
+        base: Head | None = None
+        if parent:
+            use_cache = cached is not None and cached.checkpoint_id == parent
+            rows = yield Query(
+                self.PARENT_SQL,
+                {"thread_id": thread_id, "ns": ns, "parent": parent, "id": cid, "cached": use_cache},
+                True,
+            )
+            if rows:
+                pversions, chain_bytes, chain_len, snapshot_bytes, child, state = rows[0]
+                if child is not None and md.get("source") in RUN_SOURCES:
+                    exists = yield Query(self.EXISTS_SQL, {"thread_id": thread_id, "ns": ns, "id": cid}, True)
+                    if not exists:
+                        raise ThreadConflict(
+                            f"checkpoint {parent} of thread {thread_id!r} already has a child, {child}, "
+                            "written by another run",
+                            hint="Another writer moved the thread on: run again from the thread's head.",
+                        )
+                if use_cache:
+                    assert cached is not None
+                    base = cached
+                else:
+                    base = Head(parent, dict(pversions or {}), dict(state or {}))
+                base.chain_bytes, base.chain_len, base.snapshot_bytes = chain_bytes, chain_len, snapshot_bytes
+
+        # the new state: the parent's, with the channels that changed
+        state: dict[str, Any] = {}
+        objects: dict[str, list[tuple[Any, Any]]] = {}
+        ops: D.Ops = []
+        old_state = base.state if base is not None else {}
+        old_versions = base.versions if base is not None else {}
+        for ch, value in values.items():
+            had = ch in old_state
+            if (
+                base is not None
+                and had
+                and ch not in new_versions
+                and ch in versions
+                and old_versions.get(ch) == versions[ch]
+            ):
+                state[ch] = old_state[ch]
+                if ch in base.objects:
+                    objects[ch] = base.objects[ch]
+                continue
+            enc, objs = self._encode_channel(value, old_state.get(ch), base.objects.get(ch) if base else None)
+            state[ch] = enc
+            if objs is not None:
+                objects[ch] = objs
+            ops.extend(D.value_ops(ch, old_state.get(ch), enc, had=had))
+        for ch in old_state:
+            if ch not in values:
+                ops.append({"op": "delete", "path": D.pointer(ch)})
+
+        delta_text = dumps(ops)
+        snapshot_text: str | None = None
+        if base is None:
+            snapshot_text = dumps(state)
+            chain_bytes, chain_len, snapshot_bytes = 0, 0, len(snapshot_text)
+        else:
+            chain_bytes = base.chain_bytes + len(delta_text)
+            chain_len = base.chain_len + 1
+            snapshot_bytes = base.snapshot_bytes
+            if chain_bytes > max(snapshot_bytes, self.snapshot_min_bytes) or chain_len >= self.max_chain:
+                snapshot_text = dumps(state)
+                chain_bytes, chain_len, snapshot_bytes = 0, 0, len(snapshot_text)
+
+        copy = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        yield Query(
+            self.INSERT_SQL,
+            {
+                "thread_id": thread_id,
+                "ns": ns,
+                "id": cid,
+                "parent": parent,
+                "checkpoint": dumps(copy),
+                "metadata": dumps(self.codec.encode(md)),
+                "delta": delta_text if base is not None else None,
+                "snapshot": snapshot_text,
+                "chain_bytes": chain_bytes,
+                "chain_len": chain_len,
+                "snapshot_bytes": snapshot_bytes,
+            },
+        )
+        self._remember(
+            thread_id,
+            ns,
+            Head(cid, versions, state, objects, chain_bytes, chain_len, snapshot_bytes),
+        )
+        return next_config
+
+    def _encode_channel(
+        self, value: Any, old: Any, old_objects: list[tuple[Any, Any]] | None
+    ) -> tuple[Any, list[tuple[Any, Any]] | None]:
+        if type(value) is not list:
+            return self.codec.encode(value), None
+        enc: list[Any] = []
+        objs: list[tuple[Any, Any]] = []
+        n = len(old_objects) if old_objects is not None and type(old) is list else 0
+        for i, x in enumerate(value):
+            if i < n:
+                assert old_objects is not None
+                o, f = old_objects[i]
+                if x is o and _same(x, f):
+                    enc.append(old[i])
+                    objs.append((o, f))
+                    continue
+            enc.append(self.codec.encode(x))
+            objs.append((x, _fields(x)))
+        return enc, objs
+
+    # -- put_writes ---------------------------------------------------------
+
+    def _put_writes_steps(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Steps:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = str(conf.get("checkpoint_ns", "") or "")
+        cid = str(conf["checkpoint_id"])
+        regular: tuple[list[int], list[str], list[str]] = ([], [], [])
+        special: tuple[list[int], list[str], list[str]] = ([], [], [])
+        for i, (ch, value) in enumerate(writes):
+            target = special if ch in WRITES_IDX_MAP else regular
+            target[0].append(WRITES_IDX_MAP.get(ch, i))
+            target[1].append(ch)
+            target[2].append(dumps(self.codec.encode(value)))
+        key = (thread_id, ns, cid, task_id, task_path)
+        if special[0]:
+            yield Query(self.UPSERT_WRITES_SQL, (*key, *special))
+        if regular[0]:
+            yield Query(self.INSERT_WRITES_SQL, (*key, *regular))
+            bad = yield Query(self.CHECK_WRITES_SQL, (*regular, thread_id, ns, cid, task_id), True)
+            if bad:
+                raise NonDeterministicRetry(
+                    f"task {task_id} of checkpoint {cid} wrote other values for the same writes before",
+                    detail=f"The writes at index {', '.join(str(r[0]) for r in bad)} differ from the ones stored.",
+                    hint="A task's writes are stored once: a retry must write the same values.",
+                )
+        return None
+
+    # -- reading ------------------------------------------------------------
+
+    def _get_steps(self, config: RunnableConfig) -> Steps:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = str(conf.get("checkpoint_ns", "") or "")
+        cid = get_checkpoint_id(config)
+        cached = self._heads.get((thread_id, ns))
+        cached_id = cached.checkpoint_id if cached is not None else None
+        s = self.s
+        state_expr = f"CASE WHEN c.checkpoint_id = %(cached)s THEN NULL ELSE {s}.state_at(c.thread_id, c.checkpoint_ns, c.checkpoint_id) END"
+        where = "c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s"
+        if cid:
+            where += " AND c.checkpoint_id = %(id)s"
+        else:
+            where += " ORDER BY c.checkpoint_id DESC LIMIT 1"
+        rows = yield Query(
+            f"SELECT {self.SELECT_COLUMNS}, {state_expr} FROM {s}.checkpoints c WHERE {where}",
+            {"thread_id": thread_id, "ns": ns, "id": cid, "cached": cached_id},
+            True,
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        state = row[10]
+        if state is None and cached is not None and cached.checkpoint_id == row[2]:
+            state = cached.state
+        return self._tuple(row, state or {}, remember=True)
+
+    def _list_steps(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Steps:
+        wheres: list[str] = []
+        params: dict[str, Any] = {}
+        if config:
+            conf = config["configurable"]
+            wheres.append("c.thread_id = %(thread_id)s")
+            params["thread_id"] = str(conf["thread_id"])
+            ns = conf.get("checkpoint_ns")
+            if ns is not None:
+                wheres.append("c.checkpoint_ns = %(ns)s")
+                params["ns"] = ns
+            if cid := get_checkpoint_id(config):
+                wheres.append("c.checkpoint_id = %(id)s")
+                params["id"] = cid
+        if filter:
+            wheres.append("c.metadata @> %(filter)s::jsonb")
+            params["filter"] = dumps(self.codec.encode(filter))
+        if before is not None:
+            wheres.append("c.checkpoint_id < %(before)s")
+            params["before"] = get_checkpoint_id(before)
+        sql = (
+            f"SELECT {self.SELECT_COLUMNS}, {self.s}.state_at(c.thread_id, c.checkpoint_ns, c.checkpoint_id)"
+            f" FROM {self.s}.checkpoints c"
+        )
+        if wheres:
+            sql += " WHERE " + " AND ".join(wheres)
+        sql += " ORDER BY c.checkpoint_id DESC"
+        if limit is not None:
+            sql += " LIMIT %(limit)s"
+            params["limit"] = int(limit)
+        rows = yield Query(sql, params, True)
+        return [self._tuple(r, r[10] or {}, remember=False) for r in rows]
+
+    def _tuple(self, row: tuple[Any, ...], state: dict[str, Any], *, remember: bool) -> CheckpointTuple:
+        (thread_id, ns, cid, parent, checkpoint, metadata, chain_bytes, chain_len, snapshot_bytes, writes) = row[:10]
+        values: dict[str, Any] = {}
+        objects: dict[str, list[tuple[Any, Any]]] = {}
+        for ch, enc in state.items():
+            v = self.codec.decode(enc)
+            values[ch] = v
+            if type(v) is list:
+                objects[ch] = [(x, _fields(x)) for x in v]
+        if remember:
+            self._remember(
+                thread_id,
+                ns,
+                Head(cid, dict(checkpoint.get("channel_versions") or {}), dict(state), objects,
+                     chain_bytes, chain_len, snapshot_bytes),
+            )
+        pending = [(w[0], w[1], self.codec.decode(w[2])) for w in writes or []]
+        return CheckpointTuple(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
+            cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            cast(CheckpointMetadata, self.codec.decode(metadata)),
+            (
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
+                if parent
+                else None
+            ),
+            pending,
+        )
+
+    # -- deleting, copying, pruning ------------------------------------------
+
+    def _delete_thread_steps(self, thread_id: str) -> Steps:
+        yield Query(f"DELETE FROM {self.s}.writes WHERE thread_id = %s", (str(thread_id),))
+        yield Query(f"DELETE FROM {self.s}.checkpoints WHERE thread_id = %s", (str(thread_id),))
+        self._forget([str(thread_id)])
+        return None
+
+    def _materialize_sql(self, where: str) -> str:
+        """Make the checkpoints ``where`` selects snapshots of their own state
+        and roots, before what they were rebuilt from is deleted."""
+        s = self.s
+        return f"""UPDATE {s}.checkpoints c
+   SET snapshot = m.state, parent_checkpoint_id = NULL, chain_bytes = 0, chain_len = 0,
+       snapshot_bytes = octet_length(m.state::text)
+  FROM (SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id,
+               {s}.state_at(k.thread_id, k.checkpoint_ns, k.checkpoint_id) AS state
+          FROM {s}.checkpoints k WHERE {where}) m
+ WHERE c.thread_id = m.thread_id AND c.checkpoint_ns = m.checkpoint_ns AND c.checkpoint_id = m.checkpoint_id"""
+
+    def _delete_for_runs_steps(self, run_ids: Sequence[str]) -> Steps:
+        runs = [str(r) for r in run_ids]
+        if not runs:
+            return None
+        s = self.s
+        rows = yield Query(
+            f"SELECT DISTINCT thread_id FROM {s}.checkpoints WHERE metadata ->> 'run_id' = ANY(%(runs)s)",
+            {"runs": runs},
+            True,
+        )
+        if not rows:
+            return None
+        threads = [r[0] for r in rows]
+        # the checkpoints that stay but were rebuilt through one that goes
+        yield Query(
+            self._materialize_sql(
+                f"""k.thread_id = ANY(%(threads)s) AND (k.metadata ->> 'run_id' IS NULL OR NOT k.metadata ->> 'run_id' = ANY(%(runs)s))
+   AND EXISTS (SELECT FROM {s}.checkpoints p
+                WHERE p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
+                  AND p.checkpoint_id = k.parent_checkpoint_id AND p.metadata ->> 'run_id' = ANY(%(runs)s))"""
+            ),
+            {"threads": threads, "runs": runs},
+        )
+        yield Query(
+            f"""DELETE FROM {s}.writes w USING {s}.checkpoints c
+ WHERE c.thread_id = ANY(%(threads)s) AND c.metadata ->> 'run_id' = ANY(%(runs)s)
+   AND w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id""",
+            {"threads": threads, "runs": runs},
+        )
+        yield Query(
+            f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND metadata ->> 'run_id' = ANY(%(runs)s)",
+            {"threads": threads, "runs": runs},
+        )
+        self._forget(threads)
+        return None
+
+    def _copy_thread_steps(self, source_thread_id: str, target_thread_id: str) -> Steps:
+        s = self.s
+        src, dst = str(source_thread_id), str(target_thread_id)
+        yield Query(
+            f"""INSERT INTO {s}.checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint,
+       CASE WHEN metadata ? 'thread_id' THEN jsonb_set(metadata, '{{thread_id}}', to_jsonb(%(dst)s::text)) ELSE metadata END,
+       delta, snapshot, chain_bytes, chain_len, snapshot_bytes
+  FROM {s}.checkpoints WHERE thread_id = %(src)s
+ON CONFLICT DO NOTHING""",
+            {"src": src, "dst": dst},
+        )
+        yield Query(
+            f"""INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value
+  FROM {s}.writes WHERE thread_id = %(src)s
+ON CONFLICT DO NOTHING""",
+            {"src": src, "dst": dst},
+        )
+        self._forget([dst])
+        return None
+
+    def _prune_steps(self, thread_ids: Sequence[str], strategy: str) -> Steps:
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"Unknown prune strategy: {strategy!r}")
+        threads = [str(t) for t in thread_ids]
+        if not threads:
+            return None
+        s = self.s
+        if strategy == "keep_latest":
+            # the latest checkpoint of each namespace stays, as its own snapshot
+            yield Query(
+                f"""CREATE TEMPORARY TABLE hx_prune_keep ON COMMIT DROP AS
+SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id
+  FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)
+ ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC""",
+                {"threads": threads},
+            )
+            yield Query(
+                self._materialize_sql(
+                    "(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN (SELECT * FROM hx_prune_keep) "
+                    "AND (k.snapshot IS NULL OR k.parent_checkpoint_id IS NOT NULL)"
+                )
+            )
+            keep = "(thread_id, checkpoint_ns, checkpoint_id) NOT IN (SELECT * FROM hx_prune_keep)"
+            yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
+            yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
+        else:
+            yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
+            yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
+        self._forget(threads)
+        return None
+
+    # -- setup ---------------------------------------------------------------
+
+    def _setup_steps(self) -> Steps:
+        rows = yield Query(
+            "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'hxstate'",
+            (),
+            True,
+        )
+        if not rows:
+            raise NotSetUp(
+                "extension \"hxstate\" is not installed in this database",
+                hint="CREATE EXTENSION hxstate, as a role that may.",
+            )
+        hx = quote_ident(rows[0][0])
+        yield Query(f"CREATE SCHEMA IF NOT EXISTS {self.s}")
+        steps = migrations(self.s, hx)
+        yield Query(steps[0])
+        # one setup at a time
+        yield Query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))", (f"hxstate.langgraph:{self.schema}",))
+        rows = yield Query(f"SELECT coalesce(max(v), -1) FROM {self.s}.migrations", (), True)
+        done = rows[0][0]
+        for v in range(done + 1, len(steps)):
+            yield Query(steps[v])
+            yield Query(f"INSERT INTO {self.s}.migrations (v) VALUES (%s)", (v,))
+        return None
+
+
+def interrupts_of(writes: Sequence[tuple[str, str, Any]]) -> list[Any]:
+    return [v for _, ch, v in writes if ch == INTERRUPT]

@@ -1,0 +1,172 @@
+"""What changed between two states of a thread, as hx_merge ops.
+
+A thread's state is one JSON object, ``{channel: encoded value}``.  A
+checkpoint stores the ops that turn its parent's state into its own:
+
+- a list whose items are objects with unique ``id``s (what ``add_messages``
+  keeps) changes by ``discard`` (removed ids) and ``upsert`` (new or changed
+  items, by ``id``), or ``clear`` when it was emptied;
+- a list that only grew at its end changes by ``append``;
+- any other value is set whole (``add``, which also stores ``null``), and a
+  channel that disappeared is deleted (``delete``).
+
+``apply_ops`` is the same semantics in Python (hx_merge is the reference), so
+that a delta is checked against the value it must produce before it is
+stored: a delta that would not rebuild the value is replaced by a plain set.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Ops = list[dict[str, Any]]
+
+
+def pointer(channel: str) -> str:
+    return "/" + channel.replace("~", "~0").replace("/", "~1")
+
+
+def _ids(items: list[Any]) -> list[str] | None:
+    """The items' ids when every item is an object with a unique string id."""
+    ids: list[str] = []
+    seen: set[str] = set()
+    for it in items:
+        if type(it) is not dict:
+            return None
+        i = it.get("id")
+        if type(i) is not str or i in seen:
+            return None
+        seen.add(i)
+        ids.append(i)
+    return ids
+
+
+def list_ops(path: str, old: list[Any], new: list[Any]) -> Ops | None:
+    """Ops from list ``old`` to list ``new``, or None when only a whole set
+    says it.  Items that are the same object in both are not compared."""
+    if not new:
+        return [] if not old else [{"op": "clear", "path": path}]
+    n = len(old)
+    if len(new) >= n and all(a is b or a == b for a, b in zip(old, new)):
+        return [] if len(new) == n else [{"op": "append", "path": path, "items": new[n:]}]
+    old_ids = _ids(old)
+    new_ids = _ids(new) if old_ids is not None else None
+    if old_ids is None or new_ids is None:
+        return None
+    new_set = set(new_ids)
+    removed = [i for i in old_ids if i not in new_set]
+    kept = [i for i in old_ids if i in new_set]
+    # upsert replaces kept items in place and appends the others in order:
+    # the result has the kept ids first, in their old order
+    if new_ids[: len(kept)] != kept:
+        return None
+    old_by_id = {i: it for i, it in zip(old_ids, old)}
+    changed = [
+        it
+        for i, it in zip(new_ids, new)
+        if (o := old_by_id.get(i)) is None or not (o is it or o == it)
+    ]
+    ops: Ops = []
+    if removed:
+        ops.append({"op": "discard", "path": path, "keys": removed})
+    if changed:
+        ops.append({"op": "upsert", "path": path, "items": changed})
+    return ops
+
+
+def value_ops(channel: str, old: Any, new: Any, *, had: bool) -> Ops:
+    """Ops that turn the channel's ``old`` value (``had``: it had one) into
+    ``new``."""
+    path = pointer(channel)
+    if had:
+        if old is new:
+            return []
+        if type(old) is list and type(new) is list:
+            ops = list_ops(path, old, new)
+            if ops is not None:
+                return ops
+        elif old == new and type(old) is type(new):
+            return []
+    return [{"op": "add", "path": path, "value": new}]
+
+
+def apply_ops(state: dict[str, Any], ops: Ops) -> dict[str, Any]:
+    """Apply our own ops (top-level channels only) to a state, in place."""
+    for op in ops:
+        ch = op["path"][1:].replace("~1", "/").replace("~0", "~")
+        kind = op["op"]
+        if kind == "add":
+            state[ch] = op["value"]
+        elif kind == "delete":
+            state.pop(ch, None)
+        elif kind == "append":
+            state[ch] = list(state.get(ch) or []) + op["items"]
+        elif kind == "clear":
+            state[ch] = []
+        elif kind == "discard":
+            keys = set(op["keys"])
+            state[ch] = [it for it in state.get(ch) or [] if not (type(it) is dict and it.get("id") in keys)]
+        elif kind == "upsert":
+            cur = list(state.get(ch) or [])
+            index = {it.get("id"): k for k, it in enumerate(cur) if type(it) is dict}
+            for it in op["items"]:
+                k = index.get(it.get("id"))
+                if k is None:
+                    index[it.get("id")] = len(cur)
+                    cur.append(it)
+                else:
+                    cur[k] = it
+            state[ch] = cur
+        else:
+            raise ValueError(f"unexpected op {kind!r}")
+    return state
+
+
+def to_patch(ops: Ops, before: dict[str, Any]) -> list[dict[str, Any]]:
+    """The RFC 6902 patch of ``ops`` applied to ``before`` (which is not
+    changed), for the thread's stream."""
+    patch: list[dict[str, Any]] = []
+    state = {k: v for k, v in before.items()}
+    for op in ops:
+        path = op["path"]
+        ch = path[1:].replace("~1", "/").replace("~0", "~")
+        kind = op["op"]
+        if kind == "add":
+            patch.append({"op": "replace" if ch in state else "add", "path": path, "value": op["value"]})
+        elif kind == "delete":
+            if ch in state:
+                patch.append({"op": "remove", "path": path})
+        elif kind == "append":
+            if type(state.get(ch)) is not list:
+                patch.append({"op": "add", "path": path, "value": []})
+            patch.extend({"op": "add", "path": path + "/-", "value": it} for it in op["items"])
+        elif kind == "clear":
+            patch.append({"op": "add", "path": path, "value": []})
+        elif kind == "discard":
+            cur = state.get(ch) or []
+            keys = set(op["keys"])
+            for k in range(len(cur) - 1, -1, -1):
+                if type(cur[k]) is dict and cur[k].get("id") in keys:
+                    patch.append({"op": "remove", "path": f"{path}/{k}"})
+        elif kind == "upsert":
+            cur = state.get(ch)
+            if type(cur) is not list:
+                patch.append({"op": "add", "path": path, "value": []})
+                cur = []
+            index = {it.get("id"): k for k, it in enumerate(cur) if type(it) is dict}
+            n = len(cur)
+            for it in op["items"]:
+                k = index.get(it.get("id"))
+                if k is None:
+                    index[it.get("id")] = n
+                    n += 1
+                    patch.append({"op": "add", "path": path + "/-", "value": it})
+                else:
+                    patch.append({"op": "replace", "path": f"{path}/{k}", "value": it})
+        apply_ops(state, [op])
+    return patch
+
+
+def size(j: Any) -> int:
+    return len(json.dumps(j, separators=(",", ":")))

@@ -300,7 +300,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 True,
             )
             if rows:
-                pversions, chain_bytes, chain_len, snapshot_bytes, child, state = rows[0]
+                pversions, chain_bytes, chain_len, snapshot_bytes, child, parent_state = rows[0]
                 if child is not None and md.get("source") in RUN_SOURCES:
                     exists = yield Query(self.EXISTS_SQL, {"thread_id": thread_id, "ns": ns, "id": cid}, True)
                     if not exists:
@@ -313,7 +313,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                     assert cached is not None
                     base = cached
                 else:
-                    base = Head(parent, dict(pversions or {}), dict(state or {}))
+                    base = Head(parent, dict(pversions or {}), dict(parent_state or {}))
                 base.chain_bytes, base.chain_len, base.snapshot_bytes = chain_bytes, chain_len, snapshot_bytes
 
         # the new state: the parent's, with the channels that changed

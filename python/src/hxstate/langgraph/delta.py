@@ -157,13 +157,13 @@ def to_patch(ops: Ops, before: dict[str, Any]) -> list[dict[str, Any]]:
             index = {it.get("id"): k for k, it in enumerate(cur) if type(it) is dict}
             n = len(cur)
             for it in op["items"]:
-                k = index.get(it.get("id"))
-                if k is None:
+                at = index.get(it.get("id"))
+                if at is None:
                     index[it.get("id")] = n
                     n += 1
                     patch.append({"op": "add", "path": path + "/-", "value": it})
                 else:
-                    patch.append({"op": "replace", "path": f"{path}/{k}", "value": it})
+                    patch.append({"op": "replace", "path": f"{path}/{at}", "value": it})
         apply_ops(state, [op])
     return patch
 

@@ -41,3 +41,14 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 EXTRA_CLEAN = test/isolation/output
+
+# The PGXN distribution: dist/hxstate-<version>.zip, of the committed tree
+# (git archive: what .gitattributes marks export-ignore stays out)
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+
+dist:
+	mkdir -p dist
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \
+		--output dist/$(EXTENSION)-$(EXTVERSION).zip HEAD
+
+.PHONY: dist

@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import Connection
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from hxstate.errors import translate
@@ -60,6 +61,11 @@ class HxSaver(BaseHxSaver):
         )
         self.conn = conn
         self.lock = threading.Lock()
+        # put_writes calls under way, by checkpoint, and the last failure of
+        # each: a put waits for those on its parent (see _writes_done)
+        self._writing: dict[tuple[str, str, str], int] = {}
+        self._write_failed: dict[tuple[str, str, str], BaseException] = {}
+        self._writes_cond = threading.Condition()
 
     @classmethod
     @contextmanager
@@ -81,9 +87,9 @@ class HxSaver(BaseHxSaver):
         try:
             with self._connection() as conn:
                 if transaction:
-                    with conn.transaction(), conn.cursor() as cur:
+                    with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
                         return _drive(cur, steps)
-                with conn.cursor() as cur:
+                with conn.cursor(row_factory=tuple_row) as cur:
                     return _drive(cur, steps)
         except psycopg.Error as err:
             new = translate(err)
@@ -122,8 +128,26 @@ class HxSaver(BaseHxSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        self._writes_done(config)
         result: RunnableConfig = self._run(self._put_steps(config, checkpoint, metadata, new_versions))
         return result
+
+    def _writes_done(self, config: RunnableConfig) -> None:
+        """Wait until the put_writes calls on the checkpoint ``config`` names
+        (the parent of the one being put) have committed, and fail if the
+        last of them failed: a checkpoint never becomes durable before the
+        writes that produced it, whatever order the runtime's threads run
+        in (LangGraph submits both to a thread pool; its issue #8039)."""
+        key = _key(config)
+        if key is None:
+            return
+        with self._writes_cond:
+            self._writes_cond.wait_for(lambda: key not in self._writing)
+            failed = self._write_failed.get(key)
+        if failed is not None:
+            raise RuntimeError(
+                f"the writes of a task at checkpoint {key[2]} were not stored, so the next checkpoint is not either"
+            ) from failed
 
     def put_writes(
         self,
@@ -132,7 +156,30 @@ class HxSaver(BaseHxSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        self._run(self._put_writes_steps(config, writes, task_id, task_path))
+        key = _key(config)
+        with self._writes_cond:
+            if key is not None:
+                self._writing[key] = self._writing.get(key, 0) + 1
+        try:
+            self._run(self._put_writes_steps(config, writes, task_id, task_path))
+        except BaseException as err:
+            with self._writes_cond:
+                if key is not None:
+                    self._write_failed[key] = err
+            raise
+        else:
+            with self._writes_cond:
+                if key is not None:
+                    self._write_failed.pop(key, None)
+        finally:
+            with self._writes_cond:
+                if key is not None:
+                    n = self._writing[key] - 1
+                    if n:
+                        self._writing[key] = n
+                    else:
+                        del self._writing[key]
+                self._writes_cond.notify_all()
 
     def delete_thread(self, thread_id: str) -> None:
         self._run(self._delete_thread_steps(thread_id))
@@ -194,6 +241,14 @@ class HxSaver(BaseHxSaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def _key(config: RunnableConfig) -> tuple[str, str, str] | None:
+    conf = config["configurable"]
+    cid = conf.get("checkpoint_id")
+    if not cid:
+        return None
+    return (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "") or ""), str(cid))
 
 
 def _drive(cur: psycopg.Cursor[Any], steps: Steps) -> Any:

@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from hxstate.errors import translate
@@ -61,6 +62,10 @@ class AsyncHxSaver(BaseHxSaver):
         self.conn = conn
         self.lock = asyncio.Lock()
         self.loop = asyncio.get_running_loop()
+        # as HxSaver's: a put waits for the put_writes on its parent
+        self._writing: dict[tuple[str, str, str], int] = {}
+        self._write_failed: dict[tuple[str, str, str], BaseException] = {}
+        self._writes_cond = asyncio.Condition()
 
     @classmethod
     @asynccontextmanager
@@ -113,6 +118,15 @@ class AsyncHxSaver(BaseHxSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        key = _key(config)
+        if key is not None:
+            async with self._writes_cond:
+                await self._writes_cond.wait_for(lambda: key not in self._writing)
+                failed = self._write_failed.get(key)
+            if failed is not None:
+                raise RuntimeError(
+                    f"the writes of a task at checkpoint {key[2]} were not stored, so the next checkpoint is not either"
+                ) from failed
         result: RunnableConfig = await self._run(self._put_steps(config, checkpoint, metadata, new_versions))
         return result
 
@@ -123,7 +137,27 @@ class AsyncHxSaver(BaseHxSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self._run(self._put_writes_steps(config, writes, task_id, task_path))
+        key = _key(config)
+        if key is not None:
+            self._writing[key] = self._writing.get(key, 0) + 1
+        try:
+            await self._run(self._put_writes_steps(config, writes, task_id, task_path))
+        except BaseException as err:
+            if key is not None:
+                self._write_failed[key] = err
+            raise
+        else:
+            if key is not None:
+                self._write_failed.pop(key, None)
+        finally:
+            if key is not None:
+                n = self._writing[key] - 1
+                if n:
+                    self._writing[key] = n
+                else:
+                    del self._writing[key]
+            async with self._writes_cond:
+                self._writes_cond.notify_all()
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._run(self._delete_thread_steps(thread_id))
@@ -198,11 +232,19 @@ class AsyncHxSaver(BaseHxSaver):
         self._sync(self.aprune(thread_ids, strategy=strategy))
 
 
+def _key(config: RunnableConfig) -> tuple[str, str, str] | None:
+    conf = config["configurable"]
+    cid = conf.get("checkpoint_id")
+    if not cid:
+        return None
+    return (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "") or ""), str(cid))
+
+
 async def _drive_conn(conn: AsyncConnection[Any], steps: Steps, transaction: bool) -> Any:
     if transaction:
-        async with conn.transaction(), conn.cursor() as cur:
+        async with conn.transaction(), conn.cursor(row_factory=tuple_row) as cur:
             return await _drive(cur, steps)
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=tuple_row) as cur:
         return await _drive(cur, steps)
 
 

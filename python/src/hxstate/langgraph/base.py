@@ -219,8 +219,14 @@ class BaseHxSaver(BaseCheckpointSaver[str]):
         AND c.parent_checkpoint_id = p.checkpoint_id AND c.checkpoint_id <> %(id)s LIMIT 1),
     CASE WHEN %(cached)s THEN NULL ELSE {s}.state_at(p.thread_id, p.checkpoint_ns, p.checkpoint_id) END
   FROM {s}.checkpoints p
- WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s AND p.checkpoint_id = %(parent)s
-   FOR UPDATE OF p"""
+ WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s AND p.checkpoint_id = %(parent)s"""
+        # puts on one thread's namespace take turns (a lock in memory, not a
+        # row lock, which would write WAL), so that the one reading the
+        # parent's children after the other committed sees its child
+        self.LOCK_SQL = (
+            "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%(lock)s), "
+            "pg_catalog.hashtext(%(thread_id)s || chr(1) || %(ns)s))"
+        )
         self.EXISTS_SQL = f"""SELECT 1 FROM {s}.checkpoints
  WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
         self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
@@ -294,6 +300,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         base: Head | None = None
         if parent:
             use_cache = cached is not None and cached.checkpoint_id == parent
+            yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
             rows = yield Query(
                 self.PARENT_SQL,
                 {"thread_id": thread_id, "ns": ns, "parent": parent, "id": cid, "cached": use_cache},

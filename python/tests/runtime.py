@@ -1,7 +1,7 @@
 """A runtime the tests kill: a three-step graph whose steps each record an
 external effect (a committed row in py_effects), on PostgresSaver or HxSaver.
 
-    python runtime.py DSN pg|hx THREAD kill-after-put[-late-writes]|resume
+    python runtime.py DSN pg|hx THREAD kill-after-put[-late-writes]|kill-after-writes|resume
 
 kill-after-put: the process kills itself (SIGKILL) as soon as the put of the checkpoint
 after step 2 returns, printing how many of step 2's writes were durable then
@@ -60,6 +60,9 @@ class Saver(base):  # type: ignore[misc, valid-type]
             if mode == "kill-after-put-late-writes":
                 time.sleep(0.3)  # the thread reaches the saver late
         super().put_writes(config, writes, task_id, task_path)
+        if mode == "kill-after-writes" and ("log", ["step2"]) in list(writes):
+            print("step2_writes_acknowledged=1", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         result = super().put(config, checkpoint, metadata, new_versions)
@@ -87,7 +90,7 @@ with ConnectionPool(dsn, min_size=2, max_size=4, kwargs={"autocommit": True, "pr
     saver.setup()
     graph = g.compile(checkpointer=saver)
     cfg: Any = {"configurable": {"thread_id": thread}}
-    if mode.startswith("kill-after-put"):
+    if mode.startswith("kill-after"):
         graph.invoke({"log": []}, cfg, durability="sync")
     else:
         out = graph.invoke(None, cfg, durability="sync")

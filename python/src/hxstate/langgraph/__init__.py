@@ -32,7 +32,7 @@ from psycopg import Connection
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from hxstate.errors import translate
+from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps
 
 __all__ = ["HxSaver", "BaseHxSaver"]
@@ -162,6 +162,8 @@ class HxSaver(BaseHxSaver):
                 self._writing[key] = self._writing.get(key, 0) + 1
         try:
             self._run(self._put_writes_steps(config, writes, task_id, task_path))
+        except NonDeterministicRetry:
+            raise  # what was stored first stays stored
         except BaseException as err:
             with self._writes_cond:
                 if key is not None:

@@ -30,7 +30,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from hxstate.errors import translate
+from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps
 
 __all__ = ["AsyncHxSaver"]
@@ -142,6 +142,8 @@ class AsyncHxSaver(BaseHxSaver):
             self._writing[key] = self._writing.get(key, 0) + 1
         try:
             await self._run(self._put_writes_steps(config, writes, task_id, task_path))
+        except NonDeterministicRetry:
+            raise  # what was stored first stays stored
         except BaseException as err:
             if key is not None:
                 self._write_failed[key] = err

@@ -48,11 +48,12 @@ def list_ops(path: str, old: list[Any], new: list[Any]) -> Ops | None:
     if not new:
         return [] if not old else [{"op": "clear", "path": path}]
     n = len(old)
-    if len(new) >= n and all(a is b or a == b for a, b in zip(old, new)):
-        return [] if len(new) == n else [{"op": "append", "path": path, "items": new[n:]}]
     old_ids = _ids(old)
     new_ids = _ids(new) if old_ids is not None else None
     if old_ids is None or new_ids is None:
+        # not a list of messages: only growth at the end has an op
+        if len(new) >= n and all(a is b or a == b for a, b in zip(old, new)):
+            return [] if len(new) == n else [{"op": "append", "path": path, "items": new[n:]}]
         return None
     new_set = set(new_ids)
     removed = [i for i in old_ids if i not in new_set]

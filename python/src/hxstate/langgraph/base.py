@@ -38,6 +38,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
 )
@@ -651,6 +652,21 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
             yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
         self._forget(threads)
         return None
+
+    # -- DeltaChannel ----------------------------------------------------------
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """A DeltaChannel's writes and seed along the parent chain.  HxSaver
+        keeps every channel as deltas already, so plain reducers are the way
+        to use it; a DeltaChannel works, through this walk of get_tuple."""
+        return BaseCheckpointSaver.get_delta_channel_history(self, config=config, channels=channels)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await BaseCheckpointSaver.aget_delta_channel_history(self, config=config, channels=channels)
 
     # -- setup ---------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def dumps(j: Any) -> str:
 
 class Query(NamedTuple):
     sql: str
-    params: Sequence[Any] | Mapping[str, Any] = ()
+    params: Sequence[Any] | Mapping[str, Any] | None = None
     fetch: bool = False
 
 
@@ -106,30 +106,49 @@ def migrations(s: str, hx: str) -> list[str]:
 )""",
         f"CREATE INDEX checkpoints_parent_idx ON {s}.checkpoints (thread_id, checkpoint_ns, parent_checkpoint_id)",
         f"CREATE INDEX checkpoints_run_id_idx ON {s}.checkpoints ((metadata ->> 'run_id'))",
-        # a checkpoint's state: its nearest snapshot and the deltas after it
+        # a checkpoint's state: its nearest snapshot and the deltas after it,
+        # found by one primary-key lookup per checkpoint on the way (a
+        # recursive CTE's join is planned from row estimates, which a fresh
+        # table does not have), then merged by one hx_merge
         f"""CREATE FUNCTION {s}.state_at(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
-RETURNS jsonb LANGUAGE sql STABLE
+RETURNS jsonb LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-WITH RECURSIVE chain AS (
-    SELECT c.parent_checkpoint_id, c.delta, c.snapshot, 0 AS depth
-      FROM {s}.checkpoints c
-     WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns
-       AND c.checkpoint_id = p_checkpoint_id
-    UNION ALL
-    SELECT p.parent_checkpoint_id, p.delta, p.snapshot, chain.depth + 1
-      FROM chain JOIN {s}.checkpoints p
-        ON p.thread_id = p_thread_id AND p.checkpoint_ns = p_checkpoint_ns
-       AND p.checkpoint_id = chain.parent_checkpoint_id
-     WHERE chain.snapshot IS NULL AND chain.depth < 100000
-)
-SELECT CASE WHEN NOT EXISTS (SELECT FROM chain) THEN NULL ELSE
-       {hx}.hx_merge(
-           coalesce((SELECT snapshot FROM chain WHERE snapshot IS NOT NULL), '{{}}'),
-           coalesce((SELECT jsonb_agg(e.op ORDER BY chain.depth DESC, e.ord)
-                       FROM chain, jsonb_array_elements(chain.delta) WITH ORDINALITY AS e(op, ord)
-                      WHERE chain.snapshot IS NULL), '[]'))
-       END
+DECLARE
+    id text := p_checkpoint_id;
+    parent text;
+    d jsonb;
+    snap jsonb;
+    deltas jsonb[] := '{{}}';
+BEGIN
+    LOOP
+        SELECT c.parent_checkpoint_id, c.delta, c.snapshot INTO parent, d, snap
+          FROM {s}.checkpoints c
+         WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = id;
+        IF NOT FOUND THEN
+            IF id = p_checkpoint_id THEN
+                RETURN NULL;
+            END IF;
+            RAISE EXCEPTION 'checkpoint "%" of thread "%" is missing', id, p_thread_id
+                USING ERRCODE = 'data_corrupted',
+                      DETAIL = format('Checkpoint "%s" is rebuilt from it.', p_checkpoint_id);
+        END IF;
+        EXIT WHEN snap IS NOT NULL;
+        deltas := deltas || d;
+        IF parent IS NULL THEN
+            snap := '{{}}';
+            EXIT;
+        END IF;
+        id := parent;
+    END LOOP;
+    IF cardinality(deltas) = 0 THEN
+        RETURN snap;
+    END IF;
+    RETURN {hx}.hx_merge(snap, coalesce(
+        (SELECT jsonb_agg(e.op ORDER BY x.i DESC, e.o)
+           FROM unnest(deltas) WITH ORDINALITY AS x(delta, i),
+                jsonb_array_elements(x.delta) WITH ORDINALITY AS e(op, o)), '[]'));
+END
 $$""",
         f"COMMENT ON FUNCTION {s}.state_at(text, text, text) IS "
         "'the state (channel values as JSON) of a LangGraph checkpoint kept by HxSaver'",
@@ -688,7 +707,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         yield Query(steps[0])
         # one setup at a time
         yield Query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))", (f"hxstate.langgraph:{self.schema}",))
-        rows = yield Query(f"SELECT coalesce(max(v), -1) FROM {self.s}.migrations", (), True)
+        rows = yield Query(f"SELECT coalesce(max(v), -1) FROM {self.s}.migrations", None, True)
         done = rows[0][0]
         for v in range(done + 1, len(steps)):
             yield Query(steps[v])

@@ -42,7 +42,10 @@ def test_deltas_rebuild_states(conn: psycopg.Connection[Any]) -> None:
         had = rng.random() < 0.9
         new: Any = random_change(rng, old, n) if rng.random() < 0.8 else rng.choice([None, 1, "s", {"k": [1]}])
         state = {channel: old, "other": 1} if had else {"other": 1}
-        ops = D.value_ops(channel, old if had else None, new, had=had)
+        if isinstance(new, list) and new and rng.random() < 0.5:
+            # the run's input holds the new message: copied from there
+            state["__start__"] = {"messages": [new[-1]]}
+        ops = D.value_ops(channel, old if had else None, new, had=had, sources=D.sources_of(state, channel))
         expected = {**state, channel: new}
         assert D.apply_ops(json.loads(json.dumps(state)), ops) == expected
         assert apply_patch(state, D.to_patch(ops, state)) == expected
@@ -54,4 +57,4 @@ def test_deltas_rebuild_states(conn: psycopg.Connection[Any]) -> None:
     bad = [r for r in rows if not r[0]]
     assert not bad, bad[:3]
     kinds = {op["op"] for c in cases for op in c[1]}
-    assert {"upsert", "discard", "clear", "add", "append"} <= kinds
+    assert {"upsert", "discard", "clear", "add", "append", "copy"} <= kinds

@@ -23,8 +23,10 @@ Storage (in the schema the user chooses, ``langgraph`` by default):
 
 from __future__ import annotations
 
+import base64
 import json
 import random
+import zlib
 from collections import OrderedDict
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +55,23 @@ DEFAULT_SCHEMA = "langgraph"
 # sources of checkpoints that a run writes as it advances a thread; the
 # others ("update", "fork") are forks a user asked for
 RUN_SOURCES = frozenset({"input", "loop"})
+
+
+def pack(text: str) -> bytes | None:
+    """A write's JSON, compressed when that saves a quarter or more.  Rows
+    under about 2 kB are never compressed by PostgreSQL (TOAST starts at
+    TOAST_TUPLE_THRESHOLD), and a task's writes are mostly such rows: a
+    message each.  Pending writes are the runtime's journal, read back by
+    the saver; the state, which SQL reads, stays jsonb."""
+    if len(text) < 256:
+        return None
+    raw = text.encode()
+    z = zlib.compress(raw, 6)
+    return z if len(z) * 4 <= len(raw) * 3 else None
+
+
+def unpack(packed: bytes) -> str:
+    return zlib.decompress(packed).decode()
 
 
 def quote_ident(name: str) -> str:
@@ -89,6 +108,7 @@ def migrations(s: str, hx: str) -> list[str]:
     chain_bytes bigint NOT NULL DEFAULT 0,
     chain_len integer NOT NULL DEFAULT 0,
     snapshot_bytes bigint NOT NULL DEFAULT 0,
+    base_id text NOT NULL,
     seq bigint,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
@@ -101,35 +121,57 @@ def migrations(s: str, hx: str) -> list[str]:
     idx integer NOT NULL,
     channel text NOT NULL,
     task_path text NOT NULL DEFAULT '',
-    value jsonb NOT NULL,
+    value jsonb,
+    packed bytea,
+    CHECK ((value IS NULL) <> (packed IS NULL)),
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 )""",
-        f"CREATE INDEX checkpoints_parent_idx ON {s}.checkpoints (thread_id, checkpoint_ns, parent_checkpoint_id)",
         f"CREATE INDEX checkpoints_run_id_idx ON {s}.checkpoints ((metadata ->> 'run_id'))",
-        # a checkpoint's state: its nearest snapshot and the deltas after it,
-        # found by one primary-key lookup per checkpoint on the way (a
-        # recursive CTE's join is planned from row estimates, which a fresh
-        # table does not have), then merged by one hx_merge
+        # a checkpoint's state: its nearest snapshot (base_id) and the deltas
+        # on the way to it, merged by one hx_merge.  The way is found in one
+        # index range scan from the snapshot to the checkpoint, newest
+        # first, keeping the rows each next parent names (rows of other
+        # branches are skipped); should a parent's id not be older than its
+        # child's, one primary-key lookup per checkpoint finishes the walk.
         f"""CREATE FUNCTION {s}.state_at(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
 RETURNS jsonb LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    id text := p_checkpoint_id;
+    want text := p_checkpoint_id;
+    base text;
+    r record;
     parent text;
     d jsonb;
     snap jsonb;
     deltas jsonb[] := '{{}}';
 BEGIN
+    SELECT c.base_id INTO base FROM {s}.checkpoints c
+     WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = p_checkpoint_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    FOR r IN SELECT c.checkpoint_id, c.parent_checkpoint_id, c.delta, c.snapshot IS NOT NULL AS is_snapshot
+               FROM {s}.checkpoints c
+              WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns
+                AND c.checkpoint_id >= base AND c.checkpoint_id <= p_checkpoint_id
+              ORDER BY c.checkpoint_id DESC
     LOOP
+        CONTINUE WHEN r.checkpoint_id <> want;
+        EXIT WHEN r.is_snapshot;
+        deltas := deltas || r.delta;
+        want := r.parent_checkpoint_id;
+        IF want IS NULL THEN
+            snap := '{{}}';
+            EXIT;
+        END IF;
+    END LOOP;
+    WHILE snap IS NULL LOOP
         SELECT c.parent_checkpoint_id, c.delta, c.snapshot INTO parent, d, snap
           FROM {s}.checkpoints c
-         WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = id;
+         WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = want;
         IF NOT FOUND THEN
-            IF id = p_checkpoint_id THEN
-                RETURN NULL;
-            END IF;
-            RAISE EXCEPTION 'checkpoint "%" of thread "%" is missing', id, p_thread_id
+            RAISE EXCEPTION 'checkpoint "%" of thread "%" is missing', want, p_thread_id
                 USING ERRCODE = 'data_corrupted',
                       DETAIL = format('Checkpoint "%s" is rebuilt from it.', p_checkpoint_id);
         END IF;
@@ -139,7 +181,7 @@ BEGIN
             snap := '{{}}';
             EXIT;
         END IF;
-        id := parent;
+        want := parent;
     END LOOP;
     IF cardinality(deltas) = 0 THEN
         RETURN snap;
@@ -197,7 +239,7 @@ def _same(obj: Any, fields: Any) -> bool:
     return len(values) == len(fields) and all(a is b for a, b in zip(values, fields))
 
 
-class BaseHxSaver(BaseCheckpointSaver[str]):
+class BaseHxSaver(BaseCheckpointSaver[Any]):
     """What the sync and the async saver share."""
 
     schema: str
@@ -228,21 +270,23 @@ class BaseHxSaver(BaseCheckpointSaver[str]):
         s = self.s
         self.SELECT_COLUMNS = f"""c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
     c.checkpoint, c.metadata, c.chain_bytes, c.chain_len, c.snapshot_bytes,
-    (SELECT jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value, w.task_path, w.idx)
+    (SELECT jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value, w.task_path, w.idx,
+                                        encode(w.packed, 'base64'))
                       ORDER BY w.task_path, w.task_id, w.idx)
        FROM {s}.writes w
       WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
         AND w.checkpoint_id = c.checkpoint_id) AS writes"""
-        self.PARENT_SQL = f"""SELECT p.checkpoint -> 'channel_versions', p.chain_bytes, p.chain_len, p.snapshot_bytes,
+        self.PARENT_SQL = f"""SELECT p.checkpoint -> 'channel_versions', p.chain_bytes, p.chain_len, p.snapshot_bytes, p.base_id,
     (SELECT c.checkpoint_id FROM {s}.checkpoints c
       WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns
-        AND c.parent_checkpoint_id = p.checkpoint_id AND c.checkpoint_id <> %(id)s LIMIT 1),
+        AND c.checkpoint_id > p.checkpoint_id AND c.checkpoint_id <> %(id)s
+      ORDER BY c.checkpoint_id DESC LIMIT 1),
     CASE WHEN %(cached)s THEN NULL ELSE {s}.state_at(p.thread_id, p.checkpoint_ns, p.checkpoint_id) END
   FROM {s}.checkpoints p
  WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s AND p.checkpoint_id = %(parent)s"""
         # puts on one thread's namespace take turns (a lock in memory, not a
-        # row lock, which would write WAL), so that the one reading the
-        # parent's children after the other committed sees its child
+        # row lock, which would write WAL), so that the one reading after
+        # the other committed sees its checkpoint
         self.LOCK_SQL = (
             "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%(lock)s), "
             "pg_catalog.hashtext(%(thread_id)s || chr(1) || %(ns)s))"
@@ -251,32 +295,39 @@ class BaseHxSaver(BaseCheckpointSaver[str]):
  WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
         self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
-     delta, snapshot, chain_bytes, chain_len, snapshot_bytes)
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id)
 VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(checkpoint)s::jsonb, %(metadata)s::jsonb,
-        %(delta)s::jsonb, %(snapshot)s::jsonb, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s)
+        %(delta)s::jsonb, %(snapshot)s::jsonb, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
-        cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value)"
-        vals = "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::jsonb FROM unnest(%s::int[], %s::text[], %s::text[]) AS t(idx, channel, value)"
+        cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)"
+        vals = (
+            "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::jsonb, t.packed "
+            "FROM unnest(%s::int[], %s::text[], %s::text[], %s::bytea[]) AS t(idx, channel, value, packed)"
+        )
         self.INSERT_WRITES_SQL = f"INSERT INTO {s}.writes {cols} {vals} ON CONFLICT DO NOTHING"
         self.UPSERT_WRITES_SQL = (
             f"INSERT INTO {s}.writes {cols} {vals} ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) "
-            "DO UPDATE SET channel = EXCLUDED.channel, value = EXCLUDED.value, task_path = EXCLUDED.task_path"
+            "DO UPDATE SET channel = EXCLUDED.channel, value = EXCLUDED.value, packed = EXCLUDED.packed, "
+            "task_path = EXCLUDED.task_path"
         )
-        self.CHECK_WRITES_SQL = f"""SELECT t.idx FROM unnest(%s::int[], %s::text[], %s::text[]) AS t(idx, channel, value)
-  JOIN {s}.writes w ON w.thread_id = %s AND w.checkpoint_ns = %s AND w.checkpoint_id = %s
-                   AND w.task_id = %s AND w.idx = t.idx
- WHERE w.channel <> t.channel OR w.value <> t.value::jsonb"""
+        self.STORED_WRITES_SQL = f"""SELECT idx, channel, value, packed FROM {s}.writes
+ WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s AND idx = ANY(%s::int[])"""
 
     # -- versions ---------------------------------------------------------
 
-    def get_next_version(self, current: str | None, channel: None) -> str:
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """Integers, as BaseCheckpointSaver's own: a version only has to grow
+        along a thread's chain of checkpoints (HxSaver stores values by
+        checkpoint, not by channel version, so versions of two forks may
+        meet), and a checkpoint holds a dozen of them.  A thread written with
+        string versions (PostgresSaver's ``<counter>.<random>``) keeps their
+        form, since LangGraph compares a checkpoint's versions together."""
         if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(current.split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+            return 1
+        if isinstance(current, str):
+            head = current.split(".")[0]
+            return f"{int(head) + 1:0{len(head)}}.{random.random():016}"
+        return int(current) + 1
 
     # -- the cache of heads -------------------------------------------------
 
@@ -318,6 +369,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
 
         cached = self._heads.get((thread_id, ns))
         base: Head | None = None
+        base_id: str = cid
         if parent:
             use_cache = cached is not None and cached.checkpoint_id == parent
             yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
@@ -327,13 +379,13 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 True,
             )
             if rows:
-                pversions, chain_bytes, chain_len, snapshot_bytes, child, parent_state = rows[0]
+                pversions, chain_bytes, chain_len, snapshot_bytes, base_id, child, parent_state = rows[0]
                 if child is not None and md.get("source") in RUN_SOURCES:
                     exists = yield Query(self.EXISTS_SQL, {"thread_id": thread_id, "ns": ns, "id": cid}, True)
                     if not exists:
                         raise ThreadConflict(
-                            f"checkpoint {parent} of thread {thread_id!r} already has a child, {child}, "
-                            "written by another run",
+                            f"thread {thread_id!r} moved on from checkpoint {parent}: checkpoint {child}, "
+                            "newer, was written by another writer",
                             hint="Another writer moved the thread on: run again from the thread's head.",
                         )
                 if use_cache:
@@ -349,6 +401,10 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         ops: D.Ops = []
         old_state = base.state if base is not None else {}
         old_versions = base.versions if base is not None else {}
+        # the graph's channels first, LangGraph's own ("__start__", whose
+        # messages a step copies instead of storing them again) after them
+        later: D.Ops = []
+        sources: D.Sources | None = None
         for ch, value in values.items():
             had = ch in old_state
             if (
@@ -366,7 +422,13 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
             state[ch] = enc
             if objs is not None:
                 objects[ch] = objs
-            ops.extend(D.value_ops(ch, old_state.get(ch), enc, had=had))
+            if ch.startswith("__"):
+                later.extend(D.value_ops(ch, old_state.get(ch), enc, had=had))
+            else:
+                if sources is None:
+                    sources = D.sources_of(old_state, ch)
+                ops.extend(D.value_ops(ch, old_state.get(ch), enc, had=had, sources=sources))
+        ops.extend(later)
         for ch in old_state:
             if ch not in values:
                 ops.append({"op": "delete", "path": D.pointer(ch)})
@@ -384,7 +446,8 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 snapshot_text = dumps(state)
                 chain_bytes, chain_len, snapshot_bytes = 0, 0, len(snapshot_text)
 
-        copy = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        # the id is the row's own column
+        copy = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
         yield Query(
             self.INSERT_SQL,
             {
@@ -399,6 +462,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 "chain_bytes": chain_bytes,
                 "chain_len": chain_len,
                 "snapshot_bytes": snapshot_bytes,
+                "base_id": cid if snapshot_text is not None else base_id,
             },
         )
         self._remember(
@@ -441,23 +505,35 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         thread_id = str(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns", "") or "")
         cid = str(conf["checkpoint_id"])
-        regular: tuple[list[int], list[str], list[str]] = ([], [], [])
-        special: tuple[list[int], list[str], list[str]] = ([], [], [])
+        regular: tuple[list[int], list[str], list[str | None], list[bytes | None]] = ([], [], [], [])
+        special: tuple[list[int], list[str], list[str | None], list[bytes | None]] = ([], [], [], [])
+        mine: dict[int, tuple[str, Any]] = {}
         for i, (ch, value) in enumerate(writes):
             target = special if ch in WRITES_IDX_MAP else regular
-            target[0].append(WRITES_IDX_MAP.get(ch, i))
+            idx = WRITES_IDX_MAP.get(ch, i)
+            enc = self.codec.encode(value)
+            text = dumps(enc)
+            packed = pack(text) if target is regular else None
+            target[0].append(idx)
             target[1].append(ch)
-            target[2].append(dumps(self.codec.encode(value)))
+            target[2].append(None if packed is not None else text)
+            target[3].append(packed)
+            mine[idx] = (ch, enc)
         key = (thread_id, ns, cid, task_id, task_path)
         if special[0]:
             yield Query(self.UPSERT_WRITES_SQL, (*key, *special))
         if regular[0]:
             yield Query(self.INSERT_WRITES_SQL, (*key, *regular))
-            bad = yield Query(self.CHECK_WRITES_SQL, (*regular, thread_id, ns, cid, task_id), True)
+            stored = yield Query(self.STORED_WRITES_SQL, (thread_id, ns, cid, task_id, regular[0]), True)
+            bad = [
+                idx
+                for idx, ch, value, packed in stored
+                if (ch, value if packed is None else json.loads(unpack(packed))) != mine[idx]
+            ]
             if bad:
                 raise NonDeterministicRetry(
                     f"task {task_id} of checkpoint {cid} wrote other values for the same writes before",
-                    detail=f"The writes at index {', '.join(str(r[0]) for r in bad)} differ from the ones stored.",
+                    detail=f"The writes at index {', '.join(str(i) for i in sorted(bad))} differ from the ones stored.",
                     hint="A task's writes are stored once: a retry must write the same values.",
                 )
         return None
@@ -546,10 +622,13 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 Head(cid, dict(checkpoint.get("channel_versions") or {}), dict(state), objects,
                      chain_bytes, chain_len, snapshot_bytes),
             )
-        pending = [(w[0], w[1], self.codec.decode(w[2])) for w in writes or []]
+        pending = [
+            (w[0], w[1], self.codec.decode(w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))
+            for w in writes or []
+        ]
         return CheckpointTuple(
             {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
-            cast(Checkpoint, {**checkpoint, "channel_values": values}),
+            cast(Checkpoint, {**checkpoint, "id": cid, "channel_values": values}),
             cast(CheckpointMetadata, self.codec.decode(metadata)),
             (
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
@@ -572,7 +651,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         and roots, before what they were rebuilt from is deleted."""
         s = self.s
         return f"""UPDATE {s}.checkpoints c
-   SET snapshot = m.state, parent_checkpoint_id = NULL, chain_bytes = 0, chain_len = 0,
+   SET snapshot = m.state, parent_checkpoint_id = NULL, chain_bytes = 0, chain_len = 0, base_id = c.checkpoint_id,
        snapshot_bytes = octet_length(m.state::text)
   FROM (SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id,
                {s}.state_at(k.thread_id, k.checkpoint_ns, k.checkpoint_id) AS state
@@ -621,17 +700,17 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         yield Query(
             f"""INSERT INTO {s}.checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
-     delta, snapshot, chain_bytes, chain_len, snapshot_bytes)
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id)
 SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint,
        CASE WHEN metadata ? 'thread_id' THEN jsonb_set(metadata, '{{thread_id}}', to_jsonb(%(dst)s::text)) ELSE metadata END,
-       delta, snapshot, chain_bytes, chain_len, snapshot_bytes
+       delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id
   FROM {s}.checkpoints WHERE thread_id = %(src)s
 ON CONFLICT DO NOTHING""",
             {"src": src, "dst": dst},
         )
         yield Query(
-            f"""INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value)
-SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value
+            f"""INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed
   FROM {s}.writes WHERE thread_id = %(src)s
 ON CONFLICT DO NOTHING""",
             {"src": src, "dst": dst},

@@ -42,7 +42,28 @@ def _ids(items: list[Any]) -> list[str] | None:
     return ids
 
 
-def list_ops(path: str, old: list[Any], new: list[Any]) -> Ops | None:
+Sources = dict[str, tuple[str, Any]]
+
+
+def sources_of(state: dict[str, Any], skip: str) -> Sources:
+    """Items with an id in LangGraph's own channels of a state (``__start__``
+    holds a run's input), by id, with their pointers: a new message that is
+    one of them is copied from there instead of stored again."""
+    out: Sources = {}
+    for ch, v in state.items():
+        if ch == skip or not ch.startswith("__"):
+            continue
+        lists = [(pointer(ch), v)] if type(v) is list else []
+        if type(v) is dict:
+            lists = [(pointer(ch) + pointer(k), x) for k, x in v.items() if type(x) is list]
+        for base, items in lists:
+            for i, it in enumerate(items):
+                if type(it) is dict and type(it.get("id")) is str:
+                    out.setdefault(it["id"], (f"{base}/{i}", it))
+    return out
+
+
+def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None = None) -> Ops | None:
     """Ops from list ``old`` to list ``new``, or None when only a whole set
     says it.  Items that are the same object in both are not compared."""
     if not new:
@@ -65,18 +86,32 @@ def list_ops(path: str, old: list[Any], new: list[Any]) -> Ops | None:
     old_by_id = {i: it for i, it in zip(old_ids, old)}
     changed = [
         it
-        for i, it in zip(new_ids, new)
-        if (o := old_by_id.get(i)) is None or not (o is it or o == it)
+        for i, it in zip(new_ids[: len(kept)], new[: len(kept)])
+        if not ((o := old_by_id[i]) is it or o == it)
     ]
     ops: Ops = []
     if removed:
         ops.append({"op": "discard", "path": path, "keys": removed})
     if changed:
         ops.append({"op": "upsert", "path": path, "items": changed})
+    # the new items, in order: copied from where the parent state has them,
+    # upserted otherwise
+    run: list[Any] = []
+    for i, it in zip(new_ids[len(kept) :], new[len(kept) :]):
+        src = sources.get(i) if sources else None
+        if src is not None and (src[1] is it or src[1] == it):
+            if run:
+                ops.append({"op": "upsert", "path": path, "items": run})
+                run = []
+            ops.append({"op": "copy", "from": src[0], "path": path + "/-"})
+        else:
+            run.append(it)
+    if run:
+        ops.append({"op": "upsert", "path": path, "items": run})
     return ops
 
 
-def value_ops(channel: str, old: Any, new: Any, *, had: bool) -> Ops:
+def value_ops(channel: str, old: Any, new: Any, *, had: bool, sources: Sources | None = None) -> Ops:
     """Ops that turn the channel's ``old`` value (``had``: it had one) into
     ``new``."""
     path = pointer(channel)
@@ -84,7 +119,7 @@ def value_ops(channel: str, old: Any, new: Any, *, had: bool) -> Ops:
         if old is new:
             return []
         if type(old) is list and type(new) is list:
-            ops = list_ops(path, old, new)
+            ops = list_ops(path, old, new, sources)
             if ops is not None:
                 return ops
         elif old == new and type(old) is type(new):
@@ -92,10 +127,17 @@ def value_ops(channel: str, old: Any, new: Any, *, had: bool) -> Ops:
     return [{"op": "add", "path": path, "value": new}]
 
 
+def resolve(state: Any, ptr: str) -> Any:
+    for t in ptr[1:].split("/"):
+        t = t.replace("~1", "/").replace("~0", "~")
+        state = state[int(t)] if type(state) is list else state[t]
+    return state
+
+
 def apply_ops(state: dict[str, Any], ops: Ops) -> dict[str, Any]:
     """Apply our own ops (top-level channels only) to a state, in place."""
     for op in ops:
-        ch = op["path"][1:].replace("~1", "/").replace("~0", "~")
+        ch = op["path"][1:].split("/")[0].replace("~1", "/").replace("~0", "~")
         kind = op["op"]
         if kind == "add":
             state[ch] = op["value"]
@@ -108,6 +150,8 @@ def apply_ops(state: dict[str, Any], ops: Ops) -> dict[str, Any]:
         elif kind == "discard":
             keys = set(op["keys"])
             state[ch] = [it for it in state.get(ch) or [] if not (type(it) is dict and it.get("id") in keys)]
+        elif kind == "copy":
+            state[ch] = list(state.get(ch) or []) + [resolve(state, op["from"])]
         elif kind == "upsert":
             cur = list(state.get(ch) or [])
             index = {it.get("id"): k for k, it in enumerate(cur) if type(it) is dict}
@@ -130,7 +174,7 @@ def to_patch(ops: Ops, before: dict[str, Any]) -> list[dict[str, Any]]:
     patch: list[dict[str, Any]] = []
     state = {k: v for k, v in before.items()}
     for op in ops:
-        path = op["path"]
+        path = "/" + op["path"][1:].split("/")[0]
         ch = path[1:].replace("~1", "/").replace("~0", "~")
         kind = op["op"]
         if kind == "add":
@@ -142,6 +186,10 @@ def to_patch(ops: Ops, before: dict[str, Any]) -> list[dict[str, Any]]:
             if type(state.get(ch)) is not list:
                 patch.append({"op": "add", "path": path, "value": []})
             patch.extend({"op": "add", "path": path + "/-", "value": it} for it in op["items"])
+        elif kind == "copy":
+            if type(state.get(ch)) is not list:
+                patch.append({"op": "add", "path": path, "value": []})
+            patch.append({"op": "add", "path": path + "/-", "value": resolve(state, op["from"])})
         elif kind == "clear":
             patch.append({"op": "add", "path": path, "value": []})
         elif kind == "discard":

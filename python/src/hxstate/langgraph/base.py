@@ -197,14 +197,76 @@ $$""",
     ]
 
 
-def public_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The state a thread's followers see: the graph's own channels, not
-    LangGraph's (``__start__``, ``branch:to:...``)."""
-    return {
-        k: public_json(v)
-        for k, v in state.items()
-        if not (k.startswith("__") or k.startswith("branch:"))
-    }
+def internal(channel: str) -> bool:
+    """LangGraph's own channels (``__start__``, ``branch:to:...``), which a
+    thread's followers do not see."""
+    return channel.startswith("__") or channel.startswith("branch:")
+
+
+def stream_functions(s: str, hx: str, schema: str, send: bool) -> list[str]:
+    """What setup() creates afresh each time: how checkpoints reach the
+    thread's log stream (hx_stream_send, when this hxstate has it), and the
+    source function followers read a thread's head from."""
+    prefix = "@" + schema + ":"
+    publish = (
+        f"SELECT {hx}.hx_stream_send(p_stream, p_event)" if send else "SELECT NULL::bigint"
+    )
+    return [
+        f"""CREATE OR REPLACE FUNCTION {s}.stream_name(p_thread_id text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT {quote_literal(prefix)} || p_thread_id $$""",
+        f"COMMENT ON FUNCTION {s}.stream_name(text) IS 'the log stream that follows a LangGraph thread kept by HxSaver'",
+        f"""CREATE OR REPLACE FUNCTION {s}.publish(p_stream text, p_event jsonb) RETURNS bigint
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ {publish} $$""",
+        f"COMMENT ON FUNCTION {s}.publish(text, jsonb) IS 'append an event to a thread''s log stream (NULL: this hxstate has no hx_stream_send)'",
+        f"""CREATE OR REPLACE FUNCTION {s}.threads(keys text[])
+RETURNS TABLE (key text, stream text, seq bigint, state jsonb)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT k.key, {s}.stream_name(k.key),
+       coalesce((SELECT max(e.seq) FROM {hx}.hx_event e WHERE e.stream = {s}.stream_name(k.key)), 0),
+       CASE WHEN c.checkpoint_id IS NOT NULL THEN
+           coalesce((SELECT jsonb_object_agg(v.key, v.value)
+                       FROM jsonb_each({s}.state_at(k.key, '', c.checkpoint_id)) v
+                      WHERE v.key NOT LIKE '\_\_%' AND v.key NOT LIKE 'branch:%'), '{{}}')
+           || coalesce((SELECT jsonb_build_object('__interrupt__', jsonb_agg(
+                                  jsonb_build_object('id', i -> 'id', 'value', i -> 'value')
+                                  ORDER BY w.task_path, w.task_id, w.idx, n))
+                          FROM {s}.writes w,
+                               jsonb_array_elements(CASE WHEN w.value ->> '$hx' = 'tuple' THEN w.value -> 'items'
+                                                         ELSE jsonb_build_array(w.value) END) WITH ORDINALITY AS x(i, n)
+                         WHERE w.thread_id = k.key AND w.checkpoint_ns = '' AND w.checkpoint_id = c.checkpoint_id
+                           AND w.channel = '__interrupt__'
+                        HAVING count(*) > 0), '{{}}')
+       END
+  FROM unnest(keys) AS k(key)
+  LEFT JOIN LATERAL (SELECT x.checkpoint_id FROM {s}.checkpoints x
+                      WHERE x.thread_id = k.key AND x.checkpoint_ns = ''
+                      ORDER BY x.checkpoint_id DESC LIMIT 1) c ON true
+$$""",
+        f"COMMENT ON FUNCTION {s}.threads(text[]) IS "
+        "'LangGraph threads kept by HxSaver as a source: each key''s log stream, its last seq and the state at it'",
+    ]
+
+
+def quote_literal(v: str) -> str:
+    return "'" + v.replace("'", "''") + "'"
+
+
+def public_state(state: Mapping[str, Any], interrupts: list[Any] | None = None) -> dict[str, Any]:
+    """The state a thread's followers see: the graph's own channels, and
+    the head's pending interrupts at ``__interrupt__`` as ``[{id, value}]``."""
+    out = {k: v for k, v in state.items() if not internal(k)}
+    if interrupts:
+        out[INTERRUPT] = interrupts
+    return out
+
+
+def interrupt_items(encoded: Any) -> list[Any]:
+    """A stored __interrupt__ write as ``[{id, value}]``."""
+    items = encoded.get("items", []) if type(encoded) is dict and encoded.get("$hx") == "tuple" else [encoded]
+    return [public_json(i) for i in items if type(i) is dict]
 
 
 @dataclass
@@ -264,7 +326,18 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         self.max_chain = max_chain
         self.cache_threads = cache_threads
         self._heads: OrderedDict[tuple[str, str], Head] = OrderedDict()
+        # whether checkpoints go to the threads' log streams (setup() made
+        # publish() call hx_stream_send); None: not asked yet
+        self._publishing: bool | None = None
         self._sql()
+
+    def _own_interrupts_sql(self) -> str:
+        """The interrupts already written at the checkpoint being put: with
+        LangGraph's default durability a task's writes can come before its
+        checkpoint."""
+        return f"""(SELECT jsonb_agg(w.value ORDER BY w.task_path, w.task_id, w.idx) FROM {self.s}.writes w
+      WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(ns)s AND w.checkpoint_id = %(id)s
+        AND w.channel = '__interrupt__')"""
 
     def _sql(self) -> None:
         s = self.s
@@ -281,7 +354,13 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
       WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns
         AND c.checkpoint_id > p.checkpoint_id AND c.checkpoint_id <> %(id)s
       ORDER BY c.checkpoint_id DESC LIMIT 1),
-    CASE WHEN %(cached)s THEN NULL ELSE {s}.state_at(p.thread_id, p.checkpoint_ns, p.checkpoint_id) END
+    CASE WHEN %(cached)s THEN NULL ELSE {s}.state_at(p.thread_id, p.checkpoint_ns, p.checkpoint_id) END,
+    EXISTS (SELECT FROM {s}.writes w
+             WHERE w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
+               AND w.checkpoint_id = p.checkpoint_id AND w.channel = '__interrupt__'),
+    EXISTS (SELECT FROM {s}.checkpoints c
+             WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns AND c.checkpoint_id = %(id)s),
+    {self._own_interrupts_sql()}
   FROM {s}.checkpoints p
  WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s AND p.checkpoint_id = %(parent)s"""
         # puts on one thread's namespace take turns (a lock in memory, not a
@@ -291,13 +370,14 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
             "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%(lock)s), "
             "pg_catalog.hashtext(%(thread_id)s || chr(1) || %(ns)s))"
         )
-        self.EXISTS_SQL = f"""SELECT 1 FROM {s}.checkpoints
- WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
+        self.EXISTS_SQL = f"""SELECT EXISTS (SELECT FROM {s}.checkpoints
+ WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s), {self._own_interrupts_sql()}"""
         self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
-     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id)
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id, seq)
 VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(checkpoint)s::jsonb, %(metadata)s::jsonb,
-        %(delta)s::jsonb, %(snapshot)s::jsonb, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s)
+        %(delta)s::jsonb, %(snapshot)s::jsonb, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s,
+        %(seq)s)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)"
         vals = (
@@ -310,6 +390,23 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
             "DO UPDATE SET channel = EXCLUDED.channel, value = EXCLUDED.value, packed = EXCLUDED.packed, "
             "task_path = EXCLUDED.task_path"
         )
+        self.PUBLISHING_SQL = (
+            "SELECT coalesce(pg_catalog.strpos(pg_catalog.pg_get_functiondef(pg_catalog.to_regprocedure(%s)), "
+            "'hx_stream_send') > 0, false)"
+        )
+        self.PUBLISH_SQL = f"SELECT {s}.publish({s}.stream_name(%s), %s::jsonb)"
+        self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
+          WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
+       (SELECT jsonb_agg(w.value ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w
+         WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = '' AND w.checkpoint_id = %(id)s
+           AND w.channel = '__interrupt__')"""
+        # a thread's stream told what its head is now (after a change that
+        # is not a step), or that the thread is gone
+        self.REPUBLISH_SQL = f"""SELECT {s}.publish(t.stream, CASE WHEN t.state IS NULL
+           THEN '{{"type": "CUSTOM", "name": "hx.stream_end", "value": {{"reason": "deleted"}}}}'::jsonb
+           ELSE jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', t.state) END)
+  FROM {s}.threads(%s::text[]) t
+ WHERE t.state IS NOT NULL OR t.seq > 0"""
         self.STORED_WRITES_SQL = f"""SELECT idx, channel, value, packed FROM {s}.writes
  WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s AND idx = ANY(%s::int[])"""
 
@@ -370,6 +467,9 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         cached = self._heads.get((thread_id, ns))
         base: Head | None = None
         base_id: str = cid
+        newest = interrupted = exists = False
+        own_interrupts: list[Any] | None = None
+        publishing = (yield from self._publishing_steps()) and ns == ""
         if parent:
             use_cache = cached is not None and cached.checkpoint_id == parent
             yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
@@ -379,9 +479,10 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 True,
             )
             if rows:
-                pversions, chain_bytes, chain_len, snapshot_bytes, base_id, child, parent_state = rows[0]
+                (pversions, chain_bytes, chain_len, snapshot_bytes, base_id, child, parent_state,
+                 interrupted, exists, own_interrupts) = rows[0]
+                newest = child is None
                 if child is not None and md.get("source") in RUN_SOURCES:
-                    exists = yield Query(self.EXISTS_SQL, {"thread_id": thread_id, "ns": ns, "id": cid}, True)
                     if not exists:
                         raise ThreadConflict(
                             f"thread {thread_id!r} moved on from checkpoint {parent}: checkpoint {child}, "
@@ -448,6 +549,26 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
 
         # the id is the row's own column
         copy = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+        seq = None
+        if publishing and not parent:
+            # roots take the thread's turn too, for the interrupts' sake
+            yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
+            rows = yield Query(self.EXISTS_SQL, {"thread_id": thread_id, "ns": ns, "id": cid}, True)
+            exists, own_interrupts = rows[0]
+        if publishing and not exists:
+            event: dict[str, Any] | None
+            items = [i for v in own_interrupts or [] for i in interrupt_items(v)]
+            if base is not None and newest:
+                patch: list[dict[str, Any]] = [{"op": "remove", "path": "/" + INTERRUPT}] if interrupted else []
+                patch += D.to_patch([op for op in ops if not internal(D.channel_of(op))], base.state)
+                if items:
+                    patch.append({"op": "add", "path": "/" + INTERRUPT, "value": items})
+                event = {"type": "STATE_DELTA", "delta": patch} if patch else None
+            else:
+                event = {"type": "STATE_SNAPSHOT", "snapshot": public_state(state, items)}
+            if event is not None:
+                rows = yield Query(self.PUBLISH_SQL, (thread_id, dumps(event)), True)
+                seq = rows[0][0]
         yield Query(
             self.INSERT_SQL,
             {
@@ -463,6 +584,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 "chain_len": chain_len,
                 "snapshot_bytes": snapshot_bytes,
                 "base_id": cid if snapshot_text is not None else base_id,
+                "seq": seq,
             },
         )
         self._remember(
@@ -522,6 +644,15 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         key = (thread_id, ns, cid, task_id, task_path)
         if special[0]:
             yield Query(self.UPSERT_WRITES_SQL, (*key, *special))
+            if INTERRUPT in special[1] and ns == "" and (yield from self._publishing_steps()):
+                # after the put of this checkpoint, or before it: then the
+                # put publishes the interrupts with the checkpoint
+                yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
+                rows = yield Query(self.INTERRUPTS_SQL, {"thread_id": thread_id, "id": cid}, True)
+                if rows and rows[0][0]:
+                    items = [i for v in rows[0][1] or [] for i in interrupt_items(v)]
+                    event = {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/" + INTERRUPT, "value": items}]}
+                    yield Query(self.PUBLISH_SQL, (thread_id, dumps(event)))
         if regular[0]:
             yield Query(self.INSERT_WRITES_SQL, (*key, *regular))
             stored = yield Query(self.STORED_WRITES_SQL, (thread_id, ns, cid, task_id, regular[0]), True)
@@ -640,9 +771,23 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
 
     # -- deleting, copying, pruning ------------------------------------------
 
+    def _publishing_steps(self) -> Steps:
+        if self._publishing is None:
+            rows = yield Query(self.PUBLISHING_SQL, (f"{self.s}.publish(text,jsonb)",), True)
+            self._publishing = bool(rows[0][0])
+        return self._publishing
+
+    def _republish(self, threads: list[str]) -> Steps:
+        """Tell the threads' streams their head now, after a change that is
+        not a step (a snapshot), or that a thread is gone (hx.stream_end)."""
+        if (yield from self._publishing_steps()):
+            yield Query(self.REPUBLISH_SQL, (threads,))
+        return None
+
     def _delete_thread_steps(self, thread_id: str) -> Steps:
         yield Query(f"DELETE FROM {self.s}.writes WHERE thread_id = %s", (str(thread_id),))
         yield Query(f"DELETE FROM {self.s}.checkpoints WHERE thread_id = %s", (str(thread_id),))
+        yield from self._republish([str(thread_id)])
         self._forget([str(thread_id)])
         return None
 
@@ -691,6 +836,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
             f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND metadata ->> 'run_id' = ANY(%(runs)s)",
             {"threads": threads, "runs": runs},
         )
+        yield from self._republish(threads)
         self._forget(threads)
         return None
 
@@ -715,6 +861,7 @@ SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, 
 ON CONFLICT DO NOTHING""",
             {"src": src, "dst": dst},
         )
+        yield from self._republish([dst])
         self._forget([dst])
         return None
 
@@ -748,6 +895,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         else:
             yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
             yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
+            yield from self._republish(threads)
         self._forget(threads)
         return None
 
@@ -791,6 +939,12 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         for v in range(done + 1, len(steps)):
             yield Query(steps[v])
             yield Query(f"INSERT INTO {self.s}.migrations (v) VALUES (%s)", (v,))
+        rows = yield Query(
+            f"SELECT pg_catalog.to_regprocedure(%s) IS NOT NULL", (f"{hx}.hx_stream_send(text,jsonb)",), True
+        )
+        for q in stream_functions(self.s, hx, self.schema, bool(rows[0][0])):
+            yield Query(q)
+        self._publishing = bool(rows[0][0])
         return None
 
 

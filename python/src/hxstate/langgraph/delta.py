@@ -127,6 +127,10 @@ def value_ops(channel: str, old: Any, new: Any, *, had: bool, sources: Sources |
     return [{"op": "add", "path": path, "value": new}]
 
 
+def channel_of(op: dict[str, Any]) -> str:
+    return str(op["path"][1:].split("/")[0].replace("~1", "/").replace("~0", "~"))
+
+
 def resolve(state: Any, ptr: str) -> Any:
     for t in ptr[1:].split("/"):
         t = t.replace("~1", "/").replace("~0", "~")

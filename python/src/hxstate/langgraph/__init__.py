@@ -33,7 +33,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from hxstate.errors import NonDeterministicRetry, translate
-from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps
+from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
 
 __all__ = ["HxSaver", "BaseHxSaver"]
 
@@ -138,7 +138,7 @@ class HxSaver(BaseHxSaver):
         last of them failed: a checkpoint never becomes durable before the
         writes that produced it, whatever order the runtime's threads run
         in (LangGraph submits both to a thread pool; its issue #8039)."""
-        key = _key(config)
+        key = checkpoint_key(config)
         if key is None:
             return
         with self._writes_cond:
@@ -156,7 +156,7 @@ class HxSaver(BaseHxSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        key = _key(config)
+        key = checkpoint_key(config)
         with self._writes_cond:
             if key is not None:
                 self._writing[key] = self._writing.get(key, 0) + 1
@@ -243,14 +243,6 @@ class HxSaver(BaseHxSaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
-
-
-def _key(config: RunnableConfig) -> tuple[str, str, str] | None:
-    conf = config["configurable"]
-    cid = conf.get("checkpoint_id")
-    if not cid:
-        return None
-    return (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "") or ""), str(cid))
 
 
 def _drive(cur: psycopg.Cursor[Any], steps: Steps) -> Any:

@@ -31,7 +31,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from hxstate.errors import NonDeterministicRetry, translate
-from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps
+from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
 
 __all__ = ["AsyncHxSaver"]
 
@@ -118,7 +118,7 @@ class AsyncHxSaver(BaseHxSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        key = _key(config)
+        key = checkpoint_key(config)
         if key is not None:
             async with self._writes_cond:
                 await self._writes_cond.wait_for(lambda: key not in self._writing)
@@ -137,7 +137,7 @@ class AsyncHxSaver(BaseHxSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        key = _key(config)
+        key = checkpoint_key(config)
         if key is not None:
             self._writing[key] = self._writing.get(key, 0) + 1
         try:
@@ -232,14 +232,6 @@ class AsyncHxSaver(BaseHxSaver):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._sync(self.aprune(thread_ids, strategy=strategy))
-
-
-def _key(config: RunnableConfig) -> tuple[str, str, str] | None:
-    conf = config["configurable"]
-    cid = conf.get("checkpoint_id")
-    if not cid:
-        return None
-    return (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "") or ""), str(cid))
 
 
 async def _drive_conn(conn: AsyncConnection[Any], steps: Steps, transaction: bool) -> Any:

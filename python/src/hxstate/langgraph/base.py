@@ -948,5 +948,11 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         return None
 
 
-def interrupts_of(writes: Sequence[tuple[str, str, Any]]) -> list[Any]:
-    return [v for _, ch, v in writes if ch == INTERRUPT]
+def checkpoint_key(config: RunnableConfig) -> tuple[str, str, str] | None:
+    """(thread, namespace, checkpoint) of a config that names a checkpoint."""
+    conf = config["configurable"]
+    cid = conf.get("checkpoint_id")
+    if not cid:
+        return None
+    return (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "") or ""), str(cid))
+

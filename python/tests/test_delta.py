@@ -33,6 +33,22 @@ def random_change(rng: random.Random, old: list[dict[str, Any]], n: int) -> list
     return new
 
 
+def test_replay_of_a_long_chain() -> None:
+    """A chain of many deltas replayed in place gives what applying them one
+    by one gives."""
+    rng = random.Random(3)
+    state: dict[str, Any] = {"messages": []}
+    deltas = []
+    for n in range(200):
+        old = state["messages"]
+        new = random_change(rng, old, n) if rng.random() < 0.9 else old + [{"id": None, "k": n}]
+        ops = D.value_ops("messages", old, new, had=True)
+        deltas.append(ops)
+        state = D.apply_ops(json.loads(json.dumps(state)), ops)
+        assert state["messages"] == new
+    assert D.replay({"messages": []}, json.loads(json.dumps(deltas))) == state
+
+
 def test_deltas_rebuild_states(conn: psycopg.Connection[Any]) -> None:
     rng = random.Random(7)
     cases = []
@@ -48,6 +64,7 @@ def test_deltas_rebuild_states(conn: psycopg.Connection[Any]) -> None:
         ops = D.value_ops(channel, old if had else None, new, had=had, sources=D.sources_of(state, channel))
         expected = {**state, channel: new}
         assert D.apply_ops(json.loads(json.dumps(state)), ops) == expected
+        assert D.replay(json.loads(json.dumps(state)), [ops[:1], ops[1:]]) == expected
         assert apply_patch(state, D.to_patch(ops, state)) == expected
         cases.append((state, ops, expected))
     rows = conn.execute(

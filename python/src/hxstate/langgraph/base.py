@@ -133,8 +133,8 @@ def migrations(s: str, hx: str) -> list[str]:
         # first, keeping the rows each next parent names (rows of other
         # branches are skipped); should a parent's id not be older than its
         # child's, one primary-key lookup per checkpoint finishes the walk.
-        f"""CREATE FUNCTION {s}.state_at(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
-RETURNS jsonb LANGUAGE plpgsql STABLE
+        f"""CREATE FUNCTION {s}.chain(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
+RETURNS jsonb[] LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -183,14 +183,23 @@ BEGIN
         END IF;
         want := parent;
     END LOOP;
-    IF cardinality(deltas) = 0 THEN
-        RETURN snap;
-    END IF;
-    RETURN {hx}.hx_merge(snap, coalesce(
-        (SELECT jsonb_agg(e.op ORDER BY x.i DESC, e.o)
-           FROM unnest(deltas) WITH ORDINALITY AS x(delta, i),
-                jsonb_array_elements(x.delta) WITH ORDINALITY AS e(op, o)), '[]'));
+    RETURN snap || deltas;
 END
+$$""",
+        f"COMMENT ON FUNCTION {s}.chain(text, text, text) IS "
+        "'what a checkpoint kept by HxSaver is rebuilt from: its nearest snapshot, then the deltas on the way, newest first'",
+        f"""CREATE FUNCTION {s}.state_at(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
+RETURNS jsonb LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN ch IS NULL THEN NULL
+            WHEN cardinality(ch) = 1 THEN ch[1]
+            ELSE {hx}.hx_merge(ch[1], coalesce((SELECT jsonb_agg(e.op ORDER BY x.i DESC, e.o)
+                                                  FROM unnest(ch[2:]) WITH ORDINALITY AS x(delta, i),
+                                                       jsonb_array_elements(x.delta) WITH ORDINALITY AS e(op, o)),
+                                                '[]'))
+       END
+  FROM (SELECT {s}.chain(p_thread_id, p_checkpoint_ns, p_checkpoint_id) AS ch) c
 $$""",
         f"COMMENT ON FUNCTION {s}.state_at(text, text, text) IS "
         "'the state (channel values as JSON) of a LangGraph checkpoint kept by HxSaver'",
@@ -679,7 +688,9 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         cached = self._heads.get((thread_id, ns))
         cached_id = cached.checkpoint_id if cached is not None else None
         s = self.s
-        state_expr = f"CASE WHEN c.checkpoint_id = %(cached)s THEN NULL ELSE {s}.state_at(c.thread_id, c.checkpoint_ns, c.checkpoint_id) END"
+        # the snapshot and the deltas, merged here (the same ops as hx_merge's,
+        # without the server building and printing the whole state again)
+        state_expr = f"CASE WHEN c.checkpoint_id = %(cached)s THEN NULL ELSE {s}.chain(c.thread_id, c.checkpoint_ns, c.checkpoint_id) END"
         where = "c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s"
         if cid:
             where += " AND c.checkpoint_id = %(id)s"
@@ -693,9 +704,11 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         if not rows:
             return None
         row = rows[0]
-        state = row[10]
-        if state is None and cached is not None and cached.checkpoint_id == row[2]:
+        chain = row[10]
+        if chain is None and cached is not None and cached.checkpoint_id == row[2]:
             state = cached.state
+        else:
+            state = D.replay(chain[0], chain[:0:-1]) if chain else {}
         return self._tuple(row, state or {}, remember=True)
 
     def _list_steps(

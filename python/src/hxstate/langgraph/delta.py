@@ -138,6 +138,41 @@ def resolve(state: Any, ptr: str) -> Any:
     return state
 
 
+def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
+    """Apply many deltas to a state of one's own, in place: lists are
+    changed where they are and each list's ids are indexed once, so a long
+    chain costs the state plus its ops (apply_ops copies each list it
+    changes, as a shared state needs)."""
+    indexes: dict[str, dict[Any, int]] = {}
+    for ops in deltas:
+        for op in ops:
+            ch = channel_of(op)
+            kind = op["op"]
+            cur = state.get(ch)
+            if kind in ("upsert", "copy", "append") and type(cur) is list:
+                if kind == "append":
+                    cur.extend(op["items"])
+                    indexes.pop(ch, None)
+                    continue
+                index = indexes.get(ch)
+                if index is None:
+                    index = indexes[ch] = {it.get("id"): k for k, it in reversed(list(enumerate(cur))) if type(it) is dict}
+                items = op["items"] if kind == "upsert" else [resolve(state, op["from"])]
+                for it in items:
+                    key = it.get("id") if type(it) is dict else None
+                    k = index.get(key) if kind == "upsert" and key is not None else None
+                    if k is None:
+                        if key is not None and key not in index:
+                            index[key] = len(cur)
+                        cur.append(it)
+                    else:
+                        cur[k] = it
+            else:
+                indexes.pop(ch, None)
+                apply_ops(state, [op])
+    return state
+
+
 def apply_ops(state: dict[str, Any], ops: Ops) -> dict[str, Any]:
     """Apply our own ops (top-level channels only) to a state, in place."""
     for op in ops:

@@ -35,7 +35,7 @@ DATA = \
 REGRESS = setup patch merge diff limits guard phase stream names steps sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify step-promote
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint step-promote
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

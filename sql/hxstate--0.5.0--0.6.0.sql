@@ -130,3 +130,16 @@ BEGIN
     END LOOP;
 END
 $$;
+
+--
+-- NOTIFY is a hint.  Any role that can connect can LISTEN to a stream's
+-- channel and NOTIFY on it, so a payload only tells followers to read the
+-- log, with their own privileges.  hx_stream's default becomes
+-- payload=ref (the stream, seq and type; no state): a trigger created
+-- without a payload option, which sent the event itself under 0.5.0, sends
+-- references from this update on.  payload=auto keeps sending events, for
+-- tables whose state every role may see.  (Nothing to change in the
+-- catalogs: the library reads the installed version.)
+--
+COMMENT ON FUNCTION @extschema@.hx_stream()
+IS 'row trigger (state_column, key_column [, arrays=, payload=, stream=]): logs each change as an AG-UI event, and NOTIFYs a reference to it';

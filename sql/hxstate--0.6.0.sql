@@ -236,7 +236,7 @@ AS 'MODULE_PATHNAME', 'hx_stream'
 LANGUAGE C;
 
 COMMENT ON FUNCTION @extschema@.hx_stream()
-IS 'row trigger (state_column, key_column [, arrays=, payload=, stream=]): logs and NOTIFYs each change as an AG-UI event';
+IS 'row trigger (state_column, key_column [, arrays=, payload=, stream=]): logs each change as an AG-UI event, and NOTIFYs a reference to it';
 
 CREATE FUNCTION @extschema@.hx_stream_channel(stream pg_catalog.text)
 RETURNS pg_catalog.text

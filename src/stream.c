@@ -21,10 +21,13 @@
  * log plus one, read while the row lock serialises the stream's writers,
  * and the log row commits or aborts with the change itself.
  *
- * The event log (hx_event) is the source of truth; NOTIFY is the fast path.
- * The payload is the event when it is shorter than NOTIFY's limit, else a
- * reference the client resolves from the log; "payload=ref" sends only
- * references, for state that must not reach every role that can LISTEN.
+ * The event log (hx_event) is the source of truth; NOTIFY only wakes
+ * followers up.  Any role can LISTEN, and any role can NOTIFY, so a
+ * payload is a hint that followers check against the log, never content:
+ * by default (payload=ref) it is a reference {ref, seq, type, stream},
+ * which tells a listener that a stream has an event, not what the event
+ * says.  "payload=auto" sends the event when it is shorter than NOTIFY's
+ * limit (else a reference), for tables whose state every role may see.
  * When pg_notification_queue_usage() passes hxstate.notify_queue_threshold
  * the trigger stops notifying, rather than letting a stuck listener make
  * writers' commits fail, and clients catch up from the log.
@@ -234,8 +237,14 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 	args->key_typid = TupleDescAttr(desc, args->key_attnum - 1)->atttypid;
 	getTypeOutputInfo(args->key_typid, &args->key_typoutput, &isvarlena);
 
+	/*
+	 * NOTIFY sends a reference by default, a hint that any role can LISTEN
+	 * to; the event itself only when asked (payload=auto).  0.5.0 sent the
+	 * event by default, and its scripts keep that until updated.
+	 */
+	args->legacy = hx_extension_version() < 600;
 	args->mode = HX_ARRAYS_APPEND;
-	args->payload = PAYLOAD_AUTO;
+	args->payload = args->legacy ? PAYLOAD_AUTO : PAYLOAD_REF;
 	for (i = 2; i < tg->tgnargs; i++)
 	{
 		const char *opt = tg->tgargs[i];
@@ -284,7 +293,6 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 	 * (the root of a partition tree, or with stream=<name> the table the
 	 * trigger was created on).
 	 */
-	args->legacy = hx_extension_version() < 600;
 	prefix = hx_stream_trigger_prefix(tg->tgoid, args->legacy, &tableid);
 	table = (tableid == RelationGetRelid(rel)) ? rel :
 		relation_open(tableid, AccessShareLock);

@@ -143,3 +143,31 @@ $$;
 --
 COMMENT ON FUNCTION @extschema@.hx_stream()
 IS 'row trigger (state_column, key_column [, arrays=, payload=, stream=]): logs each change as an AG-UI event, and NOTIFYs a reference to it';
+
+--
+-- Where a row's history begins.  A row deleted and inserted again with its
+-- key (for another user, say) continues its stream: hx_stream_since tells
+-- the event where the current row began, one probe of an index of the
+-- streams' ends.  Building it reads the whole log once; writers wait.
+--
+-- The ends of streams (hx.stream_end: the row was deleted, or its key
+-- changed), few among the events, indexed on their own: where a row's
+-- history begins is one probe (hx_stream_since).
+CREATE INDEX hx_event_ends ON @extschema@.hx_event (stream, seq)
+    WHERE type = 'CUSTOM' AND (event ->> 'name') = 'hx.stream_end';
+
+CREATE FUNCTION @extschema@.hx_stream_since(stream pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- the event after the stream's last end (the row deleted, or its key
+    -- changed), or its first event still in the log
+    SELECT coalesce((SELECT max(e.seq) + 1 FROM @extschema@.hx_event e
+                      WHERE e.stream = $1
+                        AND e.type = 'CUSTOM' AND (e.event ->> 'name') = 'hx.stream_end'),
+                    (SELECT min(e.seq) FROM @extschema@.hx_event e WHERE e.stream = $1))
+$$;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_since(pg_catalog.text)
+IS 'the seq where the history of a stream''s current row begins: after its last hx.stream_end, or its first event in the log';

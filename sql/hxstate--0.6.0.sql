@@ -226,6 +226,12 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_event_5', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_event_6', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_event_7', '');
 
+-- The ends of streams (hx.stream_end: the row was deleted, or its key
+-- changed), few among the events, indexed on their own: where a row's
+-- history begins is one probe (hx_stream_since).
+CREATE INDEX hx_event_ends ON @extschema@.hx_event (stream, seq)
+    WHERE type = 'CUSTOM' AND (event ->> 'name') = 'hx.stream_end';
+
 --
 -- 5. Streaming: the trigger that logs and notifies each change, and what
 -- followers read
@@ -318,6 +324,22 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_heads(pg_catalog.text[])
 IS 'the seq of the last event of each stream (0 before any)';
+
+CREATE FUNCTION @extschema@.hx_stream_since(stream pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- the event after the stream's last end (the row deleted, or its key
+    -- changed), or its first event still in the log
+    SELECT coalesce((SELECT max(e.seq) + 1 FROM @extschema@.hx_event e
+                      WHERE e.stream = $1
+                        AND e.type = 'CUSTOM' AND (e.event ->> 'name') = 'hx.stream_end'),
+                    (SELECT min(e.seq) FROM @extschema@.hx_event e WHERE e.stream = $1))
+$$;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_since(pg_catalog.text)
+IS 'the seq where the history of a stream''s current row begins: after its last hx.stream_end, or its first event in the log';
 
 CREATE FUNCTION @extschema@.hx_stream_events_after(streams pg_catalog.text[],
                                                    after_seqs pg_catalog.int8[],

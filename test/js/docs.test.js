@@ -3,6 +3,7 @@
 //   - its session example is docs/sessions.sql (the sessions table that the
 //     demo, the benchmark and the reliability runs load) and then exactly
 //     what sql/sessions.sql runs as a test;
+//   - its row-level security recipe is what sql/security.sql tests;
 //   - docs/agent_session.dot is what hx_machine_dot('agent_session') returns;
 //   - every function of the extension has a reference row with its signature;
 //   - every SQLSTATE the C code raises is in the SQLSTATE table.
@@ -34,6 +35,18 @@ test('the README session example is docs/sessions.sql and then sql/sessions.sql'
   const start = readme.indexOf('```sql\n', marker) + '```sql\n'.length;
   const block = readme.slice(start, readme.indexOf('```', start));
   assert.equal(block.trim(), `${table.trim()}\n\n${body.trim()}`);
+});
+
+test('the README security recipe is what sql/security.sql tests', () => {
+  const sql = fs.readFileSync(path.join(top, 'sql/security.sql'), 'utf8');
+  const include = '\\i docs/sessions.sql\n';
+  assert.ok(sql.includes(include), 'sql/security.sql includes docs/sessions.sql');
+  const body = sql.slice(sql.indexOf(include) + include.length, sql.indexOf('\n-- the runtime writes every session'));
+  const marker = readme.indexOf('<!-- security-example');
+  assert.ok(marker > 0, 'README has the security-example marker');
+  const start = readme.indexOf('```sql\n', marker) + '```sql\n'.length;
+  const block = readme.slice(start, readme.indexOf('```', start));
+  assert.equal(block.trim(), body.trim());
 });
 
 test('docs/agent_session.dot is hx_machine_dot(agent_session)', async () => {

@@ -32,7 +32,7 @@ DATA = \
 	sql/hxstate--0.5.0--0.6.0.sql \
 	sql/hxstate--0.6.0.sql
 
-REGRESS = setup patch merge diff limits guard phase stream names security steps sessions upgrade
+REGRESS = setup patch merge diff limits guard phase stream names security searchpath steps sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
 ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint step-promote

@@ -213,15 +213,64 @@ report_busy(TriggerData *trigdata, GuardColumn *col, const char *oldtext,
 									  trigdata->tg_trigger->tgname)));
 }
 
+/*
+ * hx_lock_once attached for DELETE: a row whose locked column is set stays,
+ * as deleting it and inserting its key again would set the column anew.
+ */
+static void
+check_delete(TriggerData *trigdata, GuardArgs *args)
+{
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int			i;
+
+	for (i = 0; i < args->ncols; i++)
+	{
+		GuardColumn *col = &args->cols[i];
+		GuardValue	oldv;
+		char	   *oldtext;
+
+		guard_datum(col, trigdata->tg_trigtuple, tupdesc, &oldv);
+		if (oldv.isnull)
+			continue;
+		guard_json(col, &oldv);
+		if (!oldv.isset)
+			continue;
+		oldtext = guard_value_text(rel, col, &oldv);
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_LOCKED),
+				 col->has_pointer ?
+				 errmsg("member \"%s\" of column \"%s\" of relation \"%s\" is locked",
+						hx_clip(col->ptr.text), col->colname,
+						RelationGetRelationName(rel)) :
+				 errmsg("column \"%s\" of relation \"%s\" is locked",
+						col->colname, RelationGetRelationName(rel)),
+				 oldtext ?
+				 errdetail("It was set to %s, and the row cannot be deleted: inserted again, it could take another value.",
+						   oldtext) :
+				 errdetail("It was set, and the row cannot be deleted: inserted again, it could take another value."),
+				 errhint("Trigger \"%s\" keeps the rows whose locked columns are set.",
+						 trigdata->tg_trigger->tgname),
+				 hx_errtablecolconstraint(rel, col->attnum,
+										  trigdata->tg_trigger->tgname)));
+	}
+}
+
 static Datum
 guard_check(FunctionCallInfo fcinfo, GuardKind kind, const char *funcname)
 {
-	TriggerData *trigdata = hx_row_check_trigger_data(fcinfo, funcname);
+	TriggerData *trigdata = hx_row_check_trigger_data(fcinfo, funcname,
+													  kind == GUARD_LOCK_ONCE);
 	GuardArgs  *args = hx_trigger_args(fcinfo, trigdata, parse_guard_args);
 	Relation	rel = trigdata->tg_relation;
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	int			i;
 
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+	{
+		check_delete(trigdata, args);
+		return hx_trigger_return(trigdata);
+	}
 	/* both guards are about changes: an INSERT sets values freely */
 	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 		return hx_trigger_return(trigdata);

@@ -99,8 +99,8 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	nsp = quote_identifier(get_namespace_name(hx_extension_namespace()));
 
 	/* the stream's last seq, its first in the log, and where to start */
-	if (SPI_execute_with_args(psprintf("SELECT coalesce(max(e.seq), 0), coalesce(min(e.seq), 0),"
-									   "       (SELECT max(s.seq) FROM %s.hx_event s"
+	if (SPI_execute_with_args(psprintf("SELECT coalesce(pg_catalog.max(e.seq), 0), coalesce(pg_catalog.min(e.seq), 0),"
+									   "       (SELECT pg_catalog.max(s.seq) FROM %s.hx_event s"
 									   "         WHERE s.stream OPERATOR(pg_catalog.=) $1 AND s.seq OPERATOR(pg_catalog.<=) $2"
 									   "           AND (s.type OPERATOR(pg_catalog.=) 'STATE_SNAPSHOT'"
 									   "                OR (s.type OPERATOR(pg_catalog.=) 'CUSTOM'"

@@ -63,9 +63,11 @@
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "hxstate.h"
@@ -157,10 +159,83 @@ step_relcache_callback(Datum arg, Oid relid)
 		step_invals++;
 }
 
+/*
+ * The streams whose steps each statement of this transaction promoted, by
+ * the statement's command id: hx_stream checks that a row the statement
+ * changed is a row of one of them, so that a step is not promoted into
+ * another stream's row.  In TopTransactionContext, forgotten at the end of
+ * the transaction; a statement's promotes are few, one per row it changes.
+ */
+typedef struct PromotedEntry
+{
+	CommandId	cid;			/* hash key */
+	List	   *streams;		/* char *, each once */
+} PromotedEntry;
+
+static HTAB *promoted = NULL;
+
+static void
+step_xact_callback(XactEvent event, void *arg)
+{
+	/* at the end (deferred triggers have fired); the memory goes with it */
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		promoted = NULL;
+}
+
 void
 hx_step_init(void)
 {
 	CacheRegisterRelcacheCallback(step_relcache_callback, (Datum) 0);
+	RegisterXactCallback(step_xact_callback, NULL);
+}
+
+/* Remember that the statement cid promoted a step of stream */
+static void
+remember_promoted(CommandId cid, const char *stream)
+{
+	PromotedEntry *entry;
+	MemoryContext oldcxt;
+	ListCell   *lc;
+	bool		found;
+
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	if (promoted == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(CommandId);
+		ctl.entrysize = sizeof(PromotedEntry);
+		ctl.hcxt = TopTransactionContext;
+		promoted = hash_create("hxstate promoted streams", 16, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(promoted, &cid, HASH_ENTER, &found);
+	if (!found)
+		entry->streams = NIL;
+	foreach(lc, entry->streams)
+		if (strcmp((char *) lfirst(lc), stream) == 0)
+			break;
+	if (lc == NULL)
+		entry->streams = lappend(entry->streams, pstrdup(stream));
+	MemoryContextSwitchTo(oldcxt);
+}
+
+HxPromoted
+hx_promoted(CommandId cid, const char *stream, const char **other)
+{
+	PromotedEntry *entry;
+	ListCell   *lc;
+
+	if (promoted == NULL ||
+		(entry = hash_search(promoted, &cid, HASH_FIND, NULL)) == NULL)
+		return HX_PROMOTED_NONE;
+	foreach(lc, entry->streams)
+		if (strcmp((char *) lfirst(lc), stream) == 0)
+			return HX_PROMOTED_STREAM;
+	*other = linitial(entry->streams);
+	return HX_PROMOTED_OTHERS;
 }
 
 /* Make sure the plans are there and name the extension's schema (under SPI) */
@@ -431,6 +506,7 @@ hx_promote(PG_FUNCTION_ARGS)
 
 	values[0] = PointerGetDatum(PG_GETARG_TEXT_PP(0));
 	values[1] = PointerGetDatum(PG_GETARG_TEXT_PP(1));
+	remember_promoted(statement_cid, TextDatumGetCString(values[0]));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

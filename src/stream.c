@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/relation.h"
 #include "access/htup_details.h"
 #include "access/relscan.h"
@@ -548,6 +549,85 @@ emit_change(StreamArgs *args, const char *stream, Jsonb *oldstate,
  * ---------------------------------------------------------------------
  */
 
+/*
+ * Does another hx_stream trigger of rel name the row's stream "stream"
+ * (a table may stream under two names)?
+ */
+static bool
+other_trigger_names(Relation rel, Trigger *self, StreamArgs *args,
+					HeapTuple tuple, const char *stream)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	for (i = 0; td && i < td->numtriggers; i++)
+	{
+		Trigger    *tg = &td->triggers[i];
+		FmgrInfo	finfo;
+		Oid			source;
+		AttrNumber	attnum;
+		bool		isnull;
+		Datum		key;
+		Oid			typoutput;
+		bool		isvarlena;
+		char	   *prefix;
+
+		if (tg->tgoid == self->tgoid || tg->tgnargs < 2)
+			continue;
+		fmgr_info(tg->tgfoid, &finfo);
+		if (finfo.fn_addr != hx_stream)
+			continue;
+		attnum = SPI_fnumber(RelationGetDescr(rel), tg->tgargs[1]);
+		if (attnum <= 0)
+			continue;
+		key = heap_getattr(tuple, attnum, RelationGetDescr(rel), &isnull);
+		if (isnull)
+			continue;
+		prefix = hx_stream_trigger_prefix(tg->tgoid, args->legacy, &source);
+		getTypeOutputInfo(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid,
+						  &typoutput, &isvarlena);
+		if (strcmp(psprintf("%s:%s", prefix, OidOutputFunctionCall(typoutput, key)),
+				   stream) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A row that the statement that wrote it changed with the writes of a step
+ * (hx_promote) must be a row of the step's stream: the statement promoted
+ * steps of the row's stream (stream, or when its key changed oldstream),
+ * or none at all.  The statement is the one whose command id the row
+ * version carries.
+ */
+static void
+check_promoted(TriggerData *trigdata, StreamArgs *args, HeapTuple tuple,
+			   const char *stream, const char *oldstream)
+{
+	HeapTupleHeader tup = tuple->t_data;
+	const char *other = NULL;
+	HxPromoted p;
+
+	if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tup)))
+		return;					/* not a row version of ours (cannot happen) */
+	p = hx_promoted(HeapTupleHeaderGetCmin(tup), stream, &other);
+	if (p != HX_PROMOTED_OTHERS)
+		return;
+	if (oldstream &&
+		hx_promoted(HeapTupleHeaderGetCmin(tup), oldstream, &other) == HX_PROMOTED_STREAM)
+		return;
+	if (other_trigger_names(trigdata->tg_relation, trigdata->tg_trigger, args,
+							tuple, other))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_WRONG_ROW),
+			 errmsg("row of stream \"%s\" cannot take the writes of a step of stream \"%s\"",
+					hx_clip(stream), hx_clip(other)),
+			 errdetail("The statement that changed the row promoted steps of other streams only."),
+			 errhint("Promote a step in the UPDATE of its own stream's row."),
+			 errtable(trigdata->tg_relation)));
+}
+
 static void
 check_log_privileges(Relation rel)
 {
@@ -614,8 +694,11 @@ hx_stream(PG_FUNCTION_ARGS)
 		char	   *stream = row_stream(args, trigdata->tg_trigtuple, desc);
 
 		if (stream)
+		{
+			check_promoted(trigdata, args, trigdata->tg_trigtuple, stream, NULL);
 			emit_snapshot(args, stream,
 						  state_jsonb(trigdata->tg_trigtuple, desc, args->state_attnum));
+		}
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
@@ -641,13 +724,18 @@ hx_stream(PG_FUNCTION_ARGS)
 			/* the same bytes (or TOAST pointer): no change, no event */
 			if (oldnull != newnull ||
 				(!oldnull && !datumIsEqual(oldd, newd, false, -1)))
+			{
+				check_promoted(trigdata, args, newtup, newstream, NULL);
 				emit_change(args, oldstream,
 							state_jsonb(oldtup, desc, args->state_attnum),
 							state_jsonb(newtup, desc, args->state_attnum));
+			}
 		}
 		else
 		{
 			/* the key changed: one stream ends, another starts */
+			if (newstream)
+				check_promoted(trigdata, args, newtup, newstream, oldstream);
 			if (oldstream)
 				emit_end(args, oldstream, "key_changed", newstream);
 			if (newstream)

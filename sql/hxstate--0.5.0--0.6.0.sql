@@ -171,3 +171,120 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_since(pg_catalog.text)
 IS 'the seq where the history of a stream''s current row begins: after its last hx.stream_end, or its first event in the log';
+
+--
+-- hx_stream_trim across midnight (UTC): a trim whose transaction began
+-- before midnight carried the last events of the streams of the days it
+-- emptied into the partition of the clock's day, which could be one it
+-- then emptied, and emptied the partition writers write after midnight.
+-- The carried events now go into the partition of now()'s day, and the
+-- partitions from today's to the one after the clock's day are never
+-- emptied at once.
+--
+CREATE OR REPLACE FUNCTION @extschema@.hx_stream_trim(older_than pg_catalog.interval,
+                                           only_stream pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cutoff timestamptz;
+    today bigint := floor(EXTRACT(epoch FROM now()) / 86400)::bigint;
+    -- the day writers write now, by the clock: past today when the trim
+    -- runs across midnight (UTC)
+    clock_day bigint := floor(EXTRACT(epoch FROM clock_timestamp()) / 86400)::bigint;
+    busy int[];
+    cutoff_day bigint;
+    newest bigint;
+    part text;
+    n bigint;
+    carried bigint := 0;
+    emptied text[] := '{}';
+    emptied_rows bigint := 0;
+    kept text[] := '{}';
+    trimmed bigint := 0;
+BEGIN
+    IF older_than IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- an interval past the range of timestamps reaches the beginning of
+    -- time (nothing is older) or its end (everything is)
+    BEGIN
+        cutoff := now() - older_than;
+    EXCEPTION WHEN datetime_field_overflow THEN
+        cutoff := CASE WHEN older_than > interval '0' THEN '-infinity'::timestamptz
+                       ELSE 'infinity'::timestamptz END;
+    END;
+    IF cutoff = '-infinity'::timestamptz THEN
+        RETURN 0;
+    END IF;
+    cutoff_day := CASE WHEN isfinite(cutoff)
+                       THEN floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint
+                       ELSE today + 1 END;
+    -- the partitions of the days from today to the day after the clock's
+    -- are never emptied at once: today's, where last events are carried to
+    -- (even with a cutoff in the future), and those writers write, or will
+    -- by the time the trim ends
+    SELECT array_agg(((d % 8) + 8) % 8) INTO busy
+      FROM generate_series(today, greatest(clock_day, today) + 1) d;
+    FOR b IN 0 .. 7 LOOP
+        part := format('%I.%I', '@extschema@', 'hx_event_' || b);
+        -- the newest day this partition can hold: the last day, up to
+        -- today, that is b modulo 8
+        newest := today - (((today - b) % 8 + 8) % 8);
+        IF only_stream IS NULL AND newest < least(cutoff_day, today) AND b <> ALL (busy) THEN
+            EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
+            IF n > 0 THEN
+                emptied := emptied || part;
+                emptied_rows := emptied_rows + n;
+            END IF;
+        ELSE
+            kept := kept || part;
+        END IF;
+    END LOOP;
+
+    -- 1. row by row in the partitions that stay
+    FOREACH part IN ARRAY kept LOOP
+        EXECUTE format('WITH cut AS (
+                            SELECT e.stream, max(e.seq) AS upto
+                              FROM %1$s e
+                             WHERE e.created_at < $1
+                               AND ($2::text IS NULL OR e.stream = $2)
+                             GROUP BY e.stream)
+                        DELETE FROM %1$s e
+                         USING cut
+                         WHERE e.stream = cut.stream
+                           AND (e.seq < cut.upto
+                                OR e.seq = cut.upto
+                                   AND EXISTS (SELECT FROM %2$I.hx_event x
+                                                WHERE x.stream = e.stream AND x.seq > e.seq))',
+                       part, '@extschema@')
+            USING cutoff, only_stream;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        trimmed := trimmed + n;
+    END LOOP;
+
+    IF cardinality(emptied) > 0 THEN
+        -- 2. each stream's last event, when it is in a partition to empty,
+        -- into today's partition (now(), not the clock: past midnight, the
+        -- clock's day could be one to empty)
+        EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event, created_at)
+                        SELECT l.stream, l.seq, l.type, l.event, now()
+                          FROM (%s) l
+                         WHERE NOT EXISTS (SELECT 1 FROM %I.hx_event x
+                                            WHERE x.stream = l.stream AND x.seq > l.seq)',
+                       '@extschema@',
+                       (SELECT string_agg(format('SELECT e.stream, e.seq, e.type, e.event FROM %1$s e
+                                                   WHERE (e.stream, e.seq) IN
+                                                         (SELECT stream, max(seq) FROM %1$s GROUP BY stream)', p),
+                                          ' UNION ALL ')
+                          FROM unnest(emptied) p),
+                       '@extschema@');
+        GET DIAGNOSTICS carried = ROW_COUNT;
+        -- 3. the partitions, at once
+        EXECUTE 'TRUNCATE ' || array_to_string(emptied, ', ');
+        trimmed := trimmed + emptied_rows - carried;
+    END IF;
+    RETURN trimmed;
+END
+$$;

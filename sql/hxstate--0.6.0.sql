@@ -430,6 +430,10 @@ AS $$
 DECLARE
     cutoff timestamptz;
     today bigint := floor(EXTRACT(epoch FROM now()) / 86400)::bigint;
+    -- the day writers write now, by the clock: past today when the trim
+    -- runs across midnight (UTC)
+    clock_day bigint := floor(EXTRACT(epoch FROM clock_timestamp()) / 86400)::bigint;
+    busy int[];
     cutoff_day bigint;
     newest bigint;
     part text;
@@ -457,14 +461,18 @@ BEGIN
     cutoff_day := CASE WHEN isfinite(cutoff)
                        THEN floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint
                        ELSE today + 1 END;
+    -- the partitions of the days from today to the day after the clock's
+    -- are never emptied at once: today's, where last events are carried to
+    -- (even with a cutoff in the future), and those writers write, or will
+    -- by the time the trim ends
+    SELECT array_agg(((d % 8) + 8) % 8) INTO busy
+      FROM generate_series(today, greatest(clock_day, today) + 1) d;
     FOR b IN 0 .. 7 LOOP
         part := format('%I.%I', '@extschema@', 'hx_event_' || b);
         -- the newest day this partition can hold: the last day, up to
-        -- today, that is b modulo 8; today's partition, where last events
-        -- are carried to, is never emptied at once, even by a cutoff in
-        -- the future
+        -- today, that is b modulo 8
         newest := today - (((today - b) % 8 + 8) % 8);
-        IF only_stream IS NULL AND newest < least(cutoff_day, today) THEN
+        IF only_stream IS NULL AND newest < least(cutoff_day, today) AND b <> ALL (busy) THEN
             EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
             IF n > 0 THEN
                 emptied := emptied || part;
@@ -497,9 +505,11 @@ BEGIN
     END LOOP;
 
     IF cardinality(emptied) > 0 THEN
-        -- 2. each stream's last event, when it is in a partition to empty
-        EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event)
-                        SELECT l.stream, l.seq, l.type, l.event
+        -- 2. each stream's last event, when it is in a partition to empty,
+        -- into today's partition (now(), not the clock: past midnight, the
+        -- clock's day could be one to empty)
+        EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event, created_at)
+                        SELECT l.stream, l.seq, l.type, l.event, now()
                           FROM (%s) l
                          WHERE NOT EXISTS (SELECT 1 FROM %I.hx_event x
                                             WHERE x.stream = l.stream AND x.seq > l.seq)',

@@ -173,6 +173,21 @@ COMMENT ON FUNCTION @extschema@.hx_stream_since(pg_catalog.text)
 IS 'the seq where the history of a stream''s current row begins: after its last hx.stream_end, or its first event in the log';
 
 --
+-- One definition of the ring of daily partitions: the library's.
+-- hx_stream_trim reads it through hx_event_ring (the days up to a time,
+-- each with its partition, and whether writers write that partition now);
+-- the partition key spells the same arithmetic out, and the library
+-- checks that they agree.
+--
+CREATE FUNCTION @extschema@.hx_event_ring(at pg_catalog.timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (day pg_catalog.date, partition pg_catalog.regclass, current pg_catalog.bool)
+AS 'MODULE_PATHNAME', 'hx_event_ring'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_event_ring(pg_catalog.timestamptz)
+IS 'the days of the hx_event ring up to a time (UTC), newest first, each with its partition, and whether writers write it now';
+
+--
 -- hx_stream_trim across midnight (UTC): a trim whose transaction began
 -- before midnight carried the last events of the streams of the days it
 -- emptied into the partition of the clock's day, which could be one it
@@ -189,19 +204,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cutoff timestamptz;
-    today bigint := floor(EXTRACT(epoch FROM now()) / 86400)::bigint;
-    -- the day writers write now, by the clock: past today when the trim
-    -- runs across midnight (UTC)
-    clock_day bigint := floor(EXTRACT(epoch FROM clock_timestamp()) / 86400)::bigint;
-    busy int[];
-    cutoff_day bigint;
-    newest bigint;
-    part text;
+    today date;
+    cutoff_day date;
+    r record;
     n bigint;
     carried bigint := 0;
-    emptied text[] := '{}';
+    emptied regclass[] := '{}';
     emptied_rows bigint := 0;
-    kept text[] := '{}';
+    kept regclass[] := '{}';
+    part regclass;
     trimmed bigint := 0;
 BEGIN
     IF older_than IS NULL THEN
@@ -218,28 +229,23 @@ BEGIN
     IF cutoff = '-infinity'::timestamptz THEN
         RETURN 0;
     END IF;
+    today := (SELECT max(g.day) FROM @extschema@.hx_event_ring(now()) g);
     cutoff_day := CASE WHEN isfinite(cutoff)
-                       THEN floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint
+                       THEN (SELECT max(g.day) FROM @extschema@.hx_event_ring(cutoff) g)
                        ELSE today + 1 END;
-    -- the partitions of the days from today to the day after the clock's
-    -- are never emptied at once: today's, where last events are carried to
-    -- (even with a cutoff in the future), and those writers write, or will
-    -- by the time the trim ends
-    SELECT array_agg(((d % 8) + 8) % 8) INTO busy
-      FROM generate_series(today, greatest(clock_day, today) + 1) d;
-    FOR b IN 0 .. 7 LOOP
-        part := format('%I.%I', '@extschema@', 'hx_event_' || b);
-        -- the newest day this partition can hold: the last day, up to
-        -- today, that is b modulo 8
-        newest := today - (((today - b) % 8 + 8) % 8);
-        IF only_stream IS NULL AND newest < least(cutoff_day, today) AND b <> ALL (busy) THEN
-            EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
+    -- r.day: the newest day, up to today, that r.partition holds.  A
+    -- current partition (today's, where last events are carried to even
+    -- with a cutoff in the future, or one writers write after midnight)
+    -- is never emptied at once.
+    FOR r IN SELECT * FROM @extschema@.hx_event_ring(now()) LOOP
+        IF only_stream IS NULL AND r.day < least(cutoff_day, today) AND NOT r.current THEN
+            EXECUTE format('SELECT count(*) FROM %s', r.partition) INTO n;
             IF n > 0 THEN
-                emptied := emptied || part;
+                emptied := emptied || r.partition;
                 emptied_rows := emptied_rows + n;
             END IF;
         ELSE
-            kept := kept || part;
+            kept := kept || r.partition;
         END IF;
     END LOOP;
 
@@ -288,3 +294,4 @@ BEGIN
     RETURN trimmed;
 END
 $$;
+

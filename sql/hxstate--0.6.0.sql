@@ -403,6 +403,18 @@ $$;
 COMMENT ON FUNCTION @extschema@.hx_stream_publication(pg_catalog.name)
 IS 'create (if missing) the publication of the event log that followers decode from the WAL';
 
+-- The ring of daily partitions as the library defines it (the partition
+-- key above spells the same arithmetic out; the library checks that they
+-- agree): the days up to a time, each with its partition, and whether
+-- writers write that partition now.
+CREATE FUNCTION @extschema@.hx_event_ring(at pg_catalog.timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (day pg_catalog.date, partition pg_catalog.regclass, current pg_catalog.bool)
+AS 'MODULE_PATHNAME', 'hx_event_ring'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_event_ring(pg_catalog.timestamptz)
+IS 'the days of the hx_event ring up to a time (UTC), newest first, each with its partition, and whether writers write it now';
+
 --
 -- Trimming: whole days by TRUNCATE, the rest by DELETE.  Per stream,
 -- everything up to its last event older than the cutoff goes, so that
@@ -429,19 +441,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cutoff timestamptz;
-    today bigint := floor(EXTRACT(epoch FROM now()) / 86400)::bigint;
-    -- the day writers write now, by the clock: past today when the trim
-    -- runs across midnight (UTC)
-    clock_day bigint := floor(EXTRACT(epoch FROM clock_timestamp()) / 86400)::bigint;
-    busy int[];
-    cutoff_day bigint;
-    newest bigint;
-    part text;
+    today date;
+    cutoff_day date;
+    r record;
     n bigint;
     carried bigint := 0;
-    emptied text[] := '{}';
+    emptied regclass[] := '{}';
     emptied_rows bigint := 0;
-    kept text[] := '{}';
+    kept regclass[] := '{}';
+    part regclass;
     trimmed bigint := 0;
 BEGIN
     IF older_than IS NULL THEN
@@ -458,28 +466,23 @@ BEGIN
     IF cutoff = '-infinity'::timestamptz THEN
         RETURN 0;
     END IF;
+    today := (SELECT max(g.day) FROM @extschema@.hx_event_ring(now()) g);
     cutoff_day := CASE WHEN isfinite(cutoff)
-                       THEN floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint
+                       THEN (SELECT max(g.day) FROM @extschema@.hx_event_ring(cutoff) g)
                        ELSE today + 1 END;
-    -- the partitions of the days from today to the day after the clock's
-    -- are never emptied at once: today's, where last events are carried to
-    -- (even with a cutoff in the future), and those writers write, or will
-    -- by the time the trim ends
-    SELECT array_agg(((d % 8) + 8) % 8) INTO busy
-      FROM generate_series(today, greatest(clock_day, today) + 1) d;
-    FOR b IN 0 .. 7 LOOP
-        part := format('%I.%I', '@extschema@', 'hx_event_' || b);
-        -- the newest day this partition can hold: the last day, up to
-        -- today, that is b modulo 8
-        newest := today - (((today - b) % 8 + 8) % 8);
-        IF only_stream IS NULL AND newest < least(cutoff_day, today) AND b <> ALL (busy) THEN
-            EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
+    -- r.day: the newest day, up to today, that r.partition holds.  A
+    -- current partition (today's, where last events are carried to even
+    -- with a cutoff in the future, or one writers write after midnight)
+    -- is never emptied at once.
+    FOR r IN SELECT * FROM @extschema@.hx_event_ring(now()) LOOP
+        IF only_stream IS NULL AND r.day < least(cutoff_day, today) AND NOT r.current THEN
+            EXECUTE format('SELECT count(*) FROM %s', r.partition) INTO n;
             IF n > 0 THEN
-                emptied := emptied || part;
+                emptied := emptied || r.partition;
                 emptied_rows := emptied_rows + n;
             END IF;
         ELSE
-            kept := kept || part;
+            kept := kept || r.partition;
         END IF;
     END LOOP;
 

@@ -41,6 +41,14 @@ ROLLBACK;
 UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-2')) WHERE session_id = 's-1';
 SELECT state -> 'n' AS n FROM sessions;
 
+-- a rule that turns a statement of promoting into another: the error
+-- shows the statement as it ran (the schema in place)
+SELECT hx_stage('sessions:s-1', 'step-r', 'toolu_r', '[]');
+CREATE RULE calls_stay AS ON DELETE TO hx_step_call DO INSTEAD SELECT 1;
+SELECT err($$SELECT hx_promote('sessions:s-1', 'step-r')$$);
+DROP RULE calls_stay ON hx_step_call;
+DELETE FROM hx_step_call WHERE step = 'step-r';
+
 -- a step with nothing staged promotes as nothing, and is then closed
 SELECT hx_promote('sessions:s-1', 'step-empty');
 SELECT err($$SELECT hx_stage('sessions:s-1', 'step-empty', 'late', '[]')$$);

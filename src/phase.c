@@ -392,7 +392,7 @@ errdetail_no_edge(Machine *m, const char *phase)
 	if (edges[0] == '\0')
 		return errdetail("In state machine \"%s\", phase \"%s\" is final.",
 						 m->name, phase);
-	return errdetail("In state machine \"%s\", phase \"%s\" allows: %s.",
+	return errdetail("In state machine \"%s\", phase \"%s\" allows %s.",
 					 m->name, phase, edges);
 }
 
@@ -433,7 +433,7 @@ hx_next_phase(PG_FUNCTION_ARGS)
 	if (t == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_INVALID_TRANSITION),
-				 errmsg("invalid transition: phase=%s, event=%s",
+				 errmsg("invalid transition from phase \"%s\" on event \"%s\"",
 						hx_clip(phase), hx_clip(event)),
 				 errdetail_no_edge(m, phase)));
 	PG_RETURN_TEXT_P(cstring_to_text(t->to));

@@ -146,6 +146,7 @@ static struct
  * tables that stages or promotes, nested).
  */
 static SPIPlanPtr step_plans[NUM_STEP_QUERIES];
+static char *step_sql[NUM_STEP_QUERIES];	/* the statements, for messages */
 static Oid	plans_nsp = InvalidOid;
 static Oid	step_relid = InvalidOid;
 static Oid	call_relid = InvalidOid;
@@ -243,6 +244,7 @@ static void
 prepare_plans(void)
 {
 	SPIPlanPtr	plans[NUM_STEP_QUERIES];
+	char	   *sqls[NUM_STEP_QUERIES];
 	uint64		invals = step_invals;
 	Oid			nspoid;
 	const char *nsp;
@@ -264,21 +266,38 @@ prepare_plans(void)
 	nsp = quote_identifier(get_namespace_name(nspoid));
 	for (i = 0; i < NUM_STEP_QUERIES; i++)
 	{
-		char	   *sql = psprintf(step_queries[i].sql, nsp);
-
-		plans[i] = SPI_prepare(sql, step_queries[i].nargs, step_queries[i].types);
+		sqls[i] = MemoryContextStrdup(TopMemoryContext,
+									  psprintf(step_queries[i].sql, nsp));
+		plans[i] = SPI_prepare(sqls[i], step_queries[i].nargs, step_queries[i].types);
 		if (plans[i] == NULL)
 			elog(ERROR, "SPI_prepare failed (%s): %s",
-				 SPI_result_code_string(SPI_result), sql);
-		pfree(sql);
+				 SPI_result_code_string(SPI_result), sqls[i]);
 	}
+	/* the old statements' text goes with them (left to the backend's end) */
 	for (i = 0; i < NUM_STEP_QUERIES; i++)
 	{
 		SPI_keepplan(plans[i]);
 		step_plans[i] = plans[i];
+		step_sql[i] = sqls[i];
 	}
 	plans_nsp = nspoid;
 	plans_checked = invals;
+}
+
+/*
+ * A statement that did not do what it does: a rule on the step tables
+ * turned it into another (the owner's doing), or a bug.  The message shows
+ * the statement as it ran.
+ */
+static void
+report_not_done(StepQuery q, int rc, int expected)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("statement on the step tables did not run as prepared"),
+			 errdetail("The statement \"%s\" gave %s, not %s.", step_sql[q],
+					   SPI_result_code_string(rc), SPI_result_code_string(expected)),
+			 errhint("A rule on hx_step or hx_step_call changes what hx_stage and hx_promote do.")));
 }
 
 /* Run a prepared statement, and check that it did what it does */
@@ -288,8 +307,7 @@ run(StepQuery q, Datum *values, const char *nulls, int expected)
 	int			rc = SPI_execute_plan(step_plans[q], values, nulls, false, 0);
 
 	if (rc != expected)
-		elog(ERROR, "SPI_execute_plan failed (%s): %s",
-			 SPI_result_code_string(rc), step_queries[q].sql);
+		report_not_done(q, rc, expected);
 	return SPI_processed;
 }
 
@@ -304,8 +322,7 @@ run_latest(StepQuery q, Datum *values, const char *nulls, int expected)
 
 	UnregisterSnapshot(snapshot);
 	if (rc != expected)
-		elog(ERROR, "SPI_execute_snapshot failed (%s): %s",
-			 SPI_result_code_string(rc), step_queries[q].sql);
+		report_not_done(q, rc, expected);
 	return SPI_processed;
 }
 

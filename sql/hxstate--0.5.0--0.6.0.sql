@@ -295,3 +295,17 @@ BEGIN
 END
 $$;
 
+
+--
+-- Log streams, for writers without a row: hx_stream_send appends an event
+-- to a stream "@<name>", which no table's stream can be named.
+--
+-- Log streams: streams that no table writes, "@<name>", for writers
+-- without a row; the sender writes the log as itself.
+CREATE FUNCTION @extschema@.hx_stream_send(stream pg_catalog.text, event pg_catalog.jsonb)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'hx_stream_send'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_send(pg_catalog.text, pg_catalog.jsonb)
+IS 'append an AG-UI event (STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT or CUSTOM) to a log stream "@<name>" as its next event; its seq';

@@ -274,6 +274,16 @@ LANGUAGE C STABLE STRICT;
 COMMENT ON FUNCTION @extschema@.hx_stream_snapshot(pg_catalog.regclass, pg_catalog.text)
 IS 'a stream''s current state and the seq of its last event, read in one snapshot';
 
+-- Log streams: streams that no table writes, "@<name>", for writers
+-- without a row; the sender writes the log as itself.
+CREATE FUNCTION @extschema@.hx_stream_send(stream pg_catalog.text, event pg_catalog.jsonb)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'hx_stream_send'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_send(pg_catalog.text, pg_catalog.jsonb)
+IS 'append an AG-UI event (STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT or CUSTOM) to a log stream "@<name>" as its next event; its seq';
+
 -- Batched reads, for a process that follows many streams over a few
 -- connections: snapshots of many keys, the last seqs of many streams, and
 -- the events after a seq of many streams, each in one statement.

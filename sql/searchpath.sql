@@ -33,36 +33,36 @@ CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz LANGUAGE plpgsql AS
 CREATE FUNCTION evil.unnest(anyarray) RETURNS SETOF anyelement LANGUAGE plpgsql AS
 	$$BEGIN RAISE EXCEPTION 'evil: unnest of schema evil ran as %', current_user; END$$;
 
-CREATE TABLE docs (id int PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}', phase text,
+CREATE TABLE papers (id int PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}', phase text,
 	project text);
-CREATE TRIGGER docs_stream AFTER INSERT OR UPDATE OR DELETE ON docs
+CREATE TRIGGER papers_stream AFTER INSERT OR UPDATE OR DELETE ON papers
 	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id');
-CREATE CONSTRAINT TRIGGER docs_phase AFTER INSERT OR UPDATE ON docs
+CREATE CONSTRAINT TRIGGER papers_phase AFTER INSERT OR UPDATE ON papers
 	FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
-CREATE CONSTRAINT TRIGGER docs_project AFTER INSERT OR UPDATE ON docs
+CREATE CONSTRAINT TRIGGER papers_project AFTER INSERT OR UPDATE ON papers
 	FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project');
 
 -- the caller's search_path puts evil first: every call below would run a
 -- function of evil if any name hxstate uses were not qualified
 SET search_path = evil, pg_catalog, public;
-INSERT INTO docs VALUES (1, '{"n": 1}', 'chatting', 'p');
-UPDATE docs SET state = '{"n": 2}', phase = hx_next_phase('agent_session', phase, 'start_build')
+INSERT INTO papers VALUES (1, '{"n": 1}', 'chatting', 'p');
+UPDATE papers SET state = '{"n": 2}', phase = hx_next_phase('agent_session', phase, 'start_build')
  WHERE id OPERATOR(pg_catalog.=) 1;
-SELECT hx_stage('docs:1', 'step-1', 'call-1', '[{"op": "increment", "path": "/n", "by": 1}]', 1);
-UPDATE docs SET state = hx_merge(state, hx_promote('docs:1', 'step-1')) WHERE id OPERATOR(pg_catalog.=) 1;
-SELECT state FROM docs;
-SELECT stream, seq, state FROM hx_stream_snapshot('docs', '1');
-SELECT key, stream, seq FROM hx_stream_snapshots('docs', ARRAY['1', '2']);
-SELECT seq, event OPERATOR(pg_catalog.->>) 'type' AS type FROM hx_stream_events('docs:1');
-SELECT stream, seq FROM hx_stream_events_after(ARRAY['docs:1'], ARRAY[1]::int8[]);
-SELECT * FROM hx_stream_heads(ARRAY['docs:1']);
-SELECT hx_stream_state_at('docs:1', 2) AS at_2, hx_stream_state_at('docs:1', 3) AS at_3;
-SELECT hx_stream_since('docs:1');
+SELECT hx_stage('papers:1', 'step-1', 'call-1', '[{"op": "increment", "path": "/n", "by": 1}]', 1);
+UPDATE papers SET state = hx_merge(state, hx_promote('papers:1', 'step-1')) WHERE id OPERATOR(pg_catalog.=) 1;
+SELECT state FROM papers;
+SELECT stream, seq, state FROM hx_stream_snapshot('papers', '1');
+SELECT key, stream, seq FROM hx_stream_snapshots('papers', ARRAY['1', '2']);
+SELECT seq, event OPERATOR(pg_catalog.->>) 'type' AS type FROM hx_stream_events('papers:1');
+SELECT stream, seq FROM hx_stream_events_after(ARRAY['papers:1'], ARRAY[1]::int8[]);
+SELECT * FROM hx_stream_heads(ARRAY['papers:1']);
+SELECT hx_stream_state_at('papers:1', 2) AS at_2, hx_stream_state_at('papers:1', 3) AS at_3;
+SELECT hx_stream_since('papers:1');
 SELECT source, prefix FROM hx_stream_tables();
-SELECT hx_stream_channel('docs:1');
+SELECT hx_stream_channel('papers:1');
 SELECT hx_stream_trim('1 day') AS trimmed, hx_step_trim('1 day') AS steps_trimmed;
 SELECT hx_machine_dot('agent_session') IS NOT NULL AS dot;
-DELETE FROM docs WHERE id OPERATOR(pg_catalog.=) 2;
+DELETE FROM papers WHERE id OPERATOR(pg_catalog.=) 2;
 RESET search_path;
 
 -- the guards' errors are theirs, not evil's (err() itself runs with the
@@ -75,17 +75,17 @@ END
 $f$;
 \pset tuples_only on
 \pset format unaligned
-SELECT err($$SELECT as_evil('UPDATE docs SET project = ''q''')$$);
-SELECT err($$SELECT as_evil('UPDATE docs SET phase = ''done''')$$);
-SELECT err($$SELECT as_evil('INSERT INTO docs VALUES (2, ''{}'', ''done'')')$$);
+SELECT err($$SELECT as_evil('UPDATE papers SET project = ''q''')$$);
+SELECT err($$SELECT as_evil('UPDATE papers SET phase = ''done''')$$);
+SELECT err($$SELECT as_evil('INSERT INTO papers VALUES (2, ''{}'', ''done'')')$$);
 \pset tuples_only off
 \pset format aligned
 SET search_path = evil, pg_catalog, public;
-DELETE FROM docs;
+DELETE FROM papers;
 RESET search_path;
 DROP FUNCTION as_evil(text);
 
-DROP TABLE docs;
+DROP TABLE papers;
 DROP SCHEMA evil CASCADE;
 DELETE FROM hx_event;
 DELETE FROM hx_step;

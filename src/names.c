@@ -66,6 +66,7 @@
 #include "utils/syscache.h"
 
 #include "names.h"
+#include "stream.h"
 
 /* An hx_stream trigger, as pg_trigger has it, and what it names */
 typedef struct StreamTrigger

@@ -20,9 +20,6 @@
  */
 #define HX_LOG_STREAM_MARK		'@'
 
-/* stream.c: the trigger function whose triggers name streams */
-extern PGDLLEXPORT Datum hx_stream(PG_FUNCTION_ARGS);
-
 extern void hx_names_init(void);
 extern char *hx_table_stream_prefix(Oid relid);
 extern char *hx_stream_trigger_prefix(Oid tgoid, bool legacy, Oid *source);

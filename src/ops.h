@@ -82,7 +82,8 @@ extern void hx_op_get_from(HxOpList *ops, JsonbContainer *op,
 extern void hx_op_move_copy(HxOpList *ops, const HxPointer *from,
 							const HxPointer *path, bool is_move, HxAddFn add);
 
-/* patch.c: RFC 6902 on an op list's tree */
+/* patch.c: RFC 6902 on an op list's tree, and a patch's form alone */
 extern void hx_patch_apply(HxOpList *ops, JsonbContainer *patch);
+extern void hx_patch_check(Jsonb *patch);
 
 #endif							/* HX_OPS_H */

@@ -83,6 +83,7 @@
 #include "diff.h"
 #include "eventlog.h"
 #include "names.h"
+#include "stream.h"
 #include "pointer.h"
 #include "trigger.h"
 
@@ -404,12 +405,12 @@ notify_queue_usage(void)
 }
 
 static void
-notify_event(StreamArgs *args, const char *stream, int64 seq,
+notify_event(PayloadMode mode, const char *stream, int64 seq,
 			 const char *type, Jsonb *event)
 {
 	char	   *payload = NULL;
 
-	if (args->payload == PAYLOAD_NONE)
+	if (mode == PAYLOAD_NONE)
 		return;
 	/* at 1 the queue never passes the threshold: skip asking */
 	if (notify_queue_threshold < 1.0 &&
@@ -420,7 +421,7 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 								 (long long) seq, stream)));
 		return;
 	}
-	if (args->payload == PAYLOAD_AUTO && VARSIZE(event) < HX_NOTIFY_TRY_TEXT)
+	if (mode == PAYLOAD_AUTO && VARSIZE(event) < HX_NOTIFY_TRY_TEXT)
 	{
 		payload = JsonbToCString(NULL, &event->root, VARSIZE(event));
 		if (strlen(payload) >= HX_NOTIFY_PAYLOAD_MAX)
@@ -431,15 +432,33 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 	Async_Notify(stream_channel(stream), payload);
 }
 
-/* Log and notify one event of stream; body gets the common members */
-static void
-emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
+/*
+ * Log and notify one event of stream (under SPI, the log prepared, the
+ * stream's writers serialised); body, an unpacked object, gets the common
+ * members.  Its seq.
+ */
+static int64
+emit_as(PayloadMode mode, const char *stream, const char *type, HxNode *body)
 {
 	int64		seq = hx_log_next_seq(stream);
 	Jsonb	   *event = build_event(type, body, stream, seq);
 
 	hx_log_insert(stream, seq, type, event);
-	notify_event(args, stream, seq, type, event);
+	notify_event(mode, stream, seq, type, event);
+	return seq;
+}
+
+static void
+emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
+{
+	(void) emit_as(args->payload, stream, type, body);
+}
+
+/* An event of a log stream (send.c), notified as a reference */
+int64
+hx_stream_emit_ref(const char *stream, const char *type, HxNode *body)
+{
+	return emit_as(PAYLOAD_REF, stream, type, body);
 }
 
 static Jsonb *

@@ -442,10 +442,11 @@ log_checks_for(int b, Relation part)
 									"hxstate log constraints",
 									ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(lc->cxt);
-	lc->exprs = palloc(Max(constr->num_check, 1) * sizeof(ExprState *));
+	lc->exprs = palloc0(Max(constr->num_check, 1) * sizeof(ExprState *));
 	for (i = 0; i < constr->num_check; i++)
-		lc->exprs[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
-									NULL);
+		if (hx_check_enforced(&constr->check[i]))
+			lc->exprs[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
+										NULL);
 	MemoryContextSwitchTo(old);
 	lc->relid = RelationGetRelid(part);
 	lc->ncheck = constr->num_check;

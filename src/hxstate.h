@@ -81,6 +81,7 @@ extern HxPromoted hx_promoted(CommandId cid, const char *stream,
 extern PGDLLEXPORT Datum hx_check_writes(PG_FUNCTION_ARGS);
 
 /* Set-up at module load, each module registering its own settings */
+extern void hx_ops_init(void);
 extern void hx_phase_init(void);
 extern void hx_stream_init(void);
 extern void hx_step_init(void);

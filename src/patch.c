@@ -66,29 +66,10 @@ strict_add(HxNode **rootp, const HxPointer *path, HxNode *value)
 static void
 strict_replace(HxNode **rootp, const HxPointer *path, HxNode *value)
 {
-	HxNode	   *parent;
-	const HxToken *last;
+	HxTarget	t;
 
-	if (path->ntokens == 0)
-	{
-		*rootp = value;
-		return;
-	}
-	parent = hx_walk(rootp, path, path->ntokens - 1, HX_WALK_STRICT);
-	last = &path->tokens[path->ntokens - 1];
-	if (parent->kind == HX_OBJECT)
-	{
-		if (hx_object_find(parent, last->s, last->len) == NULL)
-			hx_error_missing(path, path->ntokens - 1, parent);
-		hx_object_set(parent, last->s, last->len, value);
-	}
-	else if (parent->kind == HX_ARRAY)
-		hx_array_set(parent,
-					 hx_array_position(parent, path, path->ntokens - 1,
-									   false, false),
-					 value);
-	else
-		hx_error_missing(path, path->ntokens - 1, parent);
+	hx_target_locate(&t, rootp, path, HX_WALK_STRICT, HX_TARGET_EXISTING);
+	hx_target_put(&t, value, false);
 }
 
 /* An operation, read */
@@ -201,14 +182,15 @@ hx_patch(PG_FUNCTION_ARGS)
 }
 
 /*
- * Apply an RFC 6902 patch (a JSON array) to ops's tree, strictly, as
- * hx_patch does: for a caller that applies many patches to one document
+ * Apply an RFC 6902 patch (a JSON array of len bytes) to ops's tree,
+ * strictly, as hx_patch does: for a caller that applies many patches to
+ * one document, one at a time, and frees each once it is applied
  * (hx_stream_state_at replaying a stream's deltas).
  */
 void
-hx_patch_apply(HxOpList *ops, JsonbContainer *patch)
+hx_patch_apply_copy(HxOpList *ops, JsonbContainer *patch, uint32 len)
 {
-	hx_ops_apply(ops, patch, apply_patch_op, NULL);
+	hx_ops_apply_copy(ops, patch, len, apply_patch_op, NULL);
 }
 
 /*

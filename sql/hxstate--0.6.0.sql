@@ -430,8 +430,9 @@ IS 'the days of the hx_event ring up to a time (UTC), newest first, each with it
 -- everything up to its last event older than the cutoff goes, so that
 -- what stays is a contiguous tail of the stream; its last event always
 -- stays, since it carries the stream's seq.  In this order:
---   1. the partitions that are kept (today's, and those of the days from
---      the cutoff's on) lose their rows older than the cutoff row by row,
+--   1. the partitions that are kept (the current ones, today's and
+--      tomorrow's, which writers write, and those of the days from the
+--      cutoff's on) lose their rows older than the cutoff row by row,
 --      but for each stream's last event: only a stream's newest row older
 --      than the cutoff needs the probe for a later one (all partitions are
 --      kept when only_stream is given);

@@ -23,6 +23,7 @@
 // CopyData messages reach the connection's 'copyData' event, and standby
 // status updates go out with connection.sendCopyFromChunk().
 const crypto = require('node:crypto');
+const sql = require('./sql');
 const { parseCopyData, standbyStatus, PgOutputDecoder } = require('./pgoutput');
 
 /** A relation that is the event log (or one of its partitions, when the
@@ -68,22 +69,41 @@ class WalStream {
     this._onCopyData = (msg) => this._receive(msg.chunk);
   }
 
-  /** Create the temporary slot; from its consistent point on, every commit will be streamed. */
-  async createSlot() {
+  /**
+   * Create the temporary slot; from its consistent point on, every commit
+   * will be streamed.  Creating a logical slot waits until every
+   * transaction that holds a transaction id when it starts has ended, so a
+   * long transaction can hold it back indefinitely: after timeoutMs it
+   * rejects with code HX_SLOT_TIMEOUT (closing the connection then ends
+   * the attempt, and the slot with it).
+   */
+  async createSlot(timeoutMs) {
     // slot names: lower case letters, digits and underscores, 63 at most
     this.slot = `hx_${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
-    const { rows } = await this.client.query(
-      `CREATE_REPLICATION_SLOT ${this.slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT`);
-    this.consistentPoint = rows[0] && rows[0].consistent_point;
+    const creating = this.client.query(sql.createSlot(this.slot));
+    creating.catch(() => {}); // after a timeout, its failure is the closed connection's
+    let timer;
+    const timeout = new Promise((resolve, reject) => {
+      timer = setTimeout(() => {
+        const err = new Error(`the replication slot was not ready within ${timeoutMs} ms ` +
+          '(a long transaction holds it back)');
+        err.code = 'HX_SLOT_TIMEOUT';
+        reject(err);
+      }, timeoutMs);
+    });
+    try {
+      const { rows } = await Promise.race([creating, timeout]);
+      this.consistentPoint = rows[0] && rows[0].consistent_point;
+    } finally {
+      clearTimeout(timer);
+    }
     return this.slot;
   }
 
   /** Start streaming; failures and the end of the stream go to onError. */
   start() {
-    const pub = this.client.escapeLiteral(this.client.escapeIdentifier(this.publication));
     this.client.connection.on('copyData', this._onCopyData);
-    this.streaming = this.client.query(
-      `START_REPLICATION SLOT ${this.slot} LOGICAL 0/0 (proto_version '1', publication_names ${pub})`);
+    this.streaming = this.client.query(sql.startReplication(this.slot, this.publication));
     this.streaming.then(() => this._fail(new Error('hxstate: the replication stream ended')),
       (err) => this._fail(err));
     this.timer = setInterval(() => this._status(false), this.statusInterval);
@@ -176,4 +196,29 @@ class WalStream {
   }
 }
 
-module.exports = { WalStream, logColumns };
+/** The WAL as the hub's transport: every stream is armed as soon as the slot exists. */
+class WalTransport {
+  constructor(conn, wal) {
+    this.kind = 'wal';
+    this.conn = conn;
+    this.wal = wal;
+    this.up = true;
+    this.listening = null;
+  }
+
+  armed() { return true; }
+  listen() {}
+  unlisten() {}
+
+  close() {
+    this.up = false;
+    this.wal.close();
+  }
+
+  /** End the replication command politely (see WalStream.finish). */
+  finish(ms) {
+    return this.wal.finish(ms);
+  }
+}
+
+module.exports = { WalStream, WalTransport, logColumns };

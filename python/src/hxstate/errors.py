@@ -90,6 +90,13 @@ class StepPromoted(HxError):
     sqlstate = "XH202"
 
 
+class StepPromotedIntoAnotherRow(HxError):
+    """XH203: a statement promoted steps of other streams only, and changed
+    this row's state (hx_stream)."""
+
+    sqlstate = "XH203"
+
+
 class Trimmed(HxError):
     """XH301: the events needed were trimmed from the log."""
 
@@ -137,6 +144,25 @@ class ObjectNotInPrerequisiteState(HxError):
     """55000: a publication that does not publish hx_event."""
 
     sqlstate = "55000"
+
+
+class DatetimeFieldOverflow(HxError):
+    """22008: hx_event_ring of infinity or -infinity."""
+
+    sqlstate = "22008"
+
+
+class DataCorrupted(HxError):
+    """XX001: the log holds an event hxstate did not write (a delta that is
+    not an array), or a checkpoint HxSaver rebuilds from is missing."""
+
+    sqlstate = "XX001"
+
+
+class DuplicateObject(HxError):
+    """42710: two tables whose streams would be named alike."""
+
+    sqlstate = "42710"
 
 
 class InvalidJsonSubscript(HxError):
@@ -245,6 +271,7 @@ BY_SQLSTATE: dict[str, type[HxError]] = {
         InvalidTransition,
         NonDeterministicRetry,
         StepPromoted,
+        StepPromotedIntoAnotherRow,
         Trimmed,
         InvalidParameterValue,
         InvalidTextRepresentation,
@@ -253,6 +280,9 @@ BY_SQLSTATE: dict[str, type[HxError]] = {
         NullValueNotAllowed,
         ArraySubscriptError,
         ObjectNotInPrerequisiteState,
+        DatetimeFieldOverflow,
+        DataCorrupted,
+        DuplicateObject,
         InvalidJsonSubscript,
         PathNotFound,
         SerializationFailure,

@@ -420,9 +420,10 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
            AND w.channel = '__interrupt__')"""
         # a thread's stream told what its head is now (after a change that
         # is not a step), or that the thread is gone
-        self.REPUBLISH_SQL = f"""SELECT {s}.publish(t.stream, CASE WHEN t.state IS NULL
-           THEN '{{"type": "CUSTOM", "name": "hx.stream_end", "value": {{"reason": "deleted"}}}}'::jsonb
-           ELSE jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', t.state) END)
+        # (hx.* CUSTOM events are hxstate's own: a deleted thread's state
+        # becomes null, as a deleted row's does after hx.stream_end)
+        self.REPUBLISH_SQL = f"""SELECT {s}.publish(t.stream,
+           jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', coalesce(t.state, 'null'::jsonb)))
   FROM {s}.threads(%s::text[]) t
  WHERE t.state IS NOT NULL OR t.seq > 0"""
         self.STORED_WRITES_SQL = f"""SELECT idx, channel, value, packed FROM {s}.writes

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Generator, Mapping, Sequence
@@ -344,6 +345,8 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         self.max_chain = max_chain
         self.cache_threads = cache_threads
         self._heads: OrderedDict[tuple[str, str], Head] = OrderedDict()
+        # the savers over a pool run calls in many threads at once
+        self._heads_lock = threading.Lock()
         # whether checkpoints go to the threads' log streams (setup() made
         # publish() call hx_stream_send); None: not asked yet
         self._publishing: bool | None = None
@@ -449,18 +452,20 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
 
     def _remember(self, thread_id: str, ns: str, head: Head) -> None:
         key = (thread_id, ns)
-        self._heads[key] = head
-        self._heads.move_to_end(key)
-        while len(self._heads) > self.cache_threads:
-            self._heads.popitem(last=False)
+        with self._heads_lock:
+            self._heads[key] = head
+            self._heads.move_to_end(key)
+            while len(self._heads) > self.cache_threads:
+                self._heads.popitem(last=False)
 
     def _forget(self, thread_ids: Sequence[str] | None = None) -> None:
-        if thread_ids is None:
-            self._heads.clear()
-            return
-        drop = set(thread_ids)
-        for key in [k for k in self._heads if k[0] in drop]:
-            del self._heads[key]
+        with self._heads_lock:
+            if thread_ids is None:
+                self._heads.clear()
+                return
+            drop = set(thread_ids)
+            for key in [k for k in self._heads if k[0] in drop]:
+                del self._heads[key]
 
     # -- put ----------------------------------------------------------------
 

@@ -69,7 +69,7 @@ class Cluster:
 def cluster() -> Iterator[Cluster]:
     pg_config = os.environ.get("PG_CONFIG") or shutil.which("pg_config")
     if not pg_config:
-        pytest.skip("no PG_CONFIG to start a cluster with")
+        pytest.fail("no PG_CONFIG to start a cluster with (test/suite sets it)")
     bindir = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True).stdout.strip()
     c = Cluster(bindir)
     try:

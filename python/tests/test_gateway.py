@@ -82,7 +82,7 @@ class Sse:
 @pytest.fixture
 def gateway(dsn: str) -> Any:
     if not shutil.which("node") or not (TOP / "node_modules").is_dir():
-        pytest.skip("no node, or no node_modules (npm ci in the repository)")
+        pytest.fail("no node, or no node_modules (test/provision runs npm ci in the repository)")
     with psycopg.connect(dsn, autocommit=True) as conn:
         HxSaver(conn).setup()
     env = {**os.environ, "PGDATABASE": psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-mypy_api = pytest.importorskip("mypy.api")
+import mypy.api as mypy_api
 
 
 def test_mypy_strict() -> None:

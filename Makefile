@@ -17,6 +17,7 @@ OBJS = \
 	src/ops.o \
 	src/patch.o \
 	src/phase.o \
+	src/send.o \
 	src/pointer.o \
 	src/step.o \
 	src/stream.o \
@@ -32,10 +33,10 @@ DATA = \
 	sql/hxstate--0.5.0--0.6.0.sql \
 	sql/hxstate--0.6.0.sql
 
-REGRESS = setup patch merge diff limits guard phase stream names steps replay sessions upgrade
+REGRESS = setup patch merge diff limits guard phase stream names send security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify step-promote
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send step-promote
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

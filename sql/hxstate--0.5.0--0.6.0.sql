@@ -130,3 +130,182 @@ BEGIN
     END LOOP;
 END
 $$;
+
+--
+-- NOTIFY is a hint.  Any role that can connect can LISTEN to a stream's
+-- channel and NOTIFY on it, so a payload only tells followers to read the
+-- log, with their own privileges.  hx_stream's default becomes
+-- payload=ref (the stream, seq and type; no state): a trigger created
+-- without a payload option, which sent the event itself under 0.5.0, sends
+-- references from this update on.  payload=auto keeps sending events, for
+-- tables whose state every role may see.  (Nothing to change in the
+-- catalogs: the library reads the installed version.)
+--
+COMMENT ON FUNCTION @extschema@.hx_stream()
+IS 'row trigger (state_column, key_column [, arrays=, payload=, stream=]): logs each change as an AG-UI event, and NOTIFYs a reference to it';
+
+--
+-- Where a row's history begins.  A row deleted and inserted again with its
+-- key (for another user, say) continues its stream: hx_stream_since tells
+-- the event where the current row began, one probe of an index of the
+-- streams' ends.  Building it reads the whole log once; writers wait.
+--
+-- The ends of streams (hx.stream_end: the row was deleted, or its key
+-- changed), few among the events, indexed on their own: where a row's
+-- history begins is one probe (hx_stream_since).
+CREATE INDEX hx_event_ends ON @extschema@.hx_event (stream, seq)
+    WHERE type = 'CUSTOM' AND (event ->> 'name') = 'hx.stream_end';
+
+CREATE FUNCTION @extschema@.hx_stream_since(stream pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- the event after the stream's last end (the row deleted, or its key
+    -- changed), or its first event still in the log
+    SELECT coalesce((SELECT max(e.seq) + 1 FROM @extschema@.hx_event e
+                      WHERE e.stream = $1
+                        AND e.type = 'CUSTOM' AND (e.event ->> 'name') = 'hx.stream_end'),
+                    (SELECT min(e.seq) FROM @extschema@.hx_event e WHERE e.stream = $1))
+$$;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_since(pg_catalog.text)
+IS 'the seq where the history of a stream''s current row begins: after its last hx.stream_end, or its first event in the log';
+
+--
+-- One definition of the ring of daily partitions: the library's.
+-- hx_stream_trim reads it through hx_event_ring (the days up to a time,
+-- each with its partition, and whether writers write that partition now);
+-- the partition key spells the same arithmetic out, and the library
+-- checks that they agree.
+--
+CREATE FUNCTION @extschema@.hx_event_ring(at pg_catalog.timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (day pg_catalog.date, partition pg_catalog.regclass, current pg_catalog.bool)
+AS 'MODULE_PATHNAME', 'hx_event_ring'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_event_ring(pg_catalog.timestamptz)
+IS 'the days of the hx_event ring up to a time (UTC), newest first, each with its partition, and whether writers write it now';
+
+--
+-- hx_stream_trim across midnight (UTC): a trim whose transaction began
+-- before midnight carried the last events of the streams of the days it
+-- emptied into the partition of the clock's day, which could be one it
+-- then emptied, and emptied the partition writers write after midnight.
+-- The carried events now go into the partition of now()'s day, and the
+-- partitions from today's to the one after the clock's day are never
+-- emptied at once.
+--
+CREATE OR REPLACE FUNCTION @extschema@.hx_stream_trim(older_than pg_catalog.interval,
+                                           only_stream pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cutoff timestamptz;
+    today date;
+    cutoff_day date;
+    r record;
+    n bigint;
+    carried bigint := 0;
+    emptied regclass[] := '{}';
+    emptied_rows bigint := 0;
+    kept regclass[] := '{}';
+    part regclass;
+    trimmed bigint := 0;
+BEGIN
+    IF older_than IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- an interval past the range of timestamps reaches the beginning of
+    -- time (nothing is older) or its end (everything is)
+    BEGIN
+        cutoff := now() - older_than;
+    EXCEPTION WHEN datetime_field_overflow THEN
+        cutoff := CASE WHEN older_than > interval '0' THEN '-infinity'::timestamptz
+                       ELSE 'infinity'::timestamptz END;
+    END;
+    IF cutoff = '-infinity'::timestamptz THEN
+        RETURN 0;
+    END IF;
+    today := (SELECT max(g.day) FROM @extschema@.hx_event_ring(now()) g);
+    cutoff_day := CASE WHEN isfinite(cutoff)
+                       THEN (SELECT max(g.day) FROM @extschema@.hx_event_ring(cutoff) g)
+                       ELSE today + 1 END;
+    -- r.day: the newest day, up to today, that r.partition holds.  A
+    -- current partition (today's, where last events are carried to even
+    -- with a cutoff in the future, or one writers write after midnight)
+    -- is never emptied at once.
+    FOR r IN SELECT * FROM @extschema@.hx_event_ring(now()) LOOP
+        IF only_stream IS NULL AND r.day < least(cutoff_day, today) AND NOT r.current THEN
+            EXECUTE format('SELECT count(*) FROM %s', r.partition) INTO n;
+            IF n > 0 THEN
+                emptied := emptied || r.partition;
+                emptied_rows := emptied_rows + n;
+            END IF;
+        ELSE
+            kept := kept || r.partition;
+        END IF;
+    END LOOP;
+
+    -- 1. row by row in the partitions that stay
+    FOREACH part IN ARRAY kept LOOP
+        EXECUTE format('WITH cut AS (
+                            SELECT e.stream, max(e.seq) AS upto
+                              FROM %1$s e
+                             WHERE e.created_at < $1
+                               AND ($2::text IS NULL OR e.stream = $2)
+                             GROUP BY e.stream)
+                        DELETE FROM %1$s e
+                         USING cut
+                         WHERE e.stream = cut.stream
+                           AND (e.seq < cut.upto
+                                OR e.seq = cut.upto
+                                   AND EXISTS (SELECT FROM %2$I.hx_event x
+                                                WHERE x.stream = e.stream AND x.seq > e.seq))',
+                       part, '@extschema@')
+            USING cutoff, only_stream;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        trimmed := trimmed + n;
+    END LOOP;
+
+    IF cardinality(emptied) > 0 THEN
+        -- 2. each stream's last event, when it is in a partition to empty,
+        -- into today's partition (now(), not the clock: past midnight, the
+        -- clock's day could be one to empty)
+        EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event, created_at)
+                        SELECT l.stream, l.seq, l.type, l.event, now()
+                          FROM (%s) l
+                         WHERE NOT EXISTS (SELECT 1 FROM %I.hx_event x
+                                            WHERE x.stream = l.stream AND x.seq > l.seq)',
+                       '@extschema@',
+                       (SELECT string_agg(format('SELECT e.stream, e.seq, e.type, e.event FROM %1$s e
+                                                   WHERE (e.stream, e.seq) IN
+                                                         (SELECT stream, max(seq) FROM %1$s GROUP BY stream)', p),
+                                          ' UNION ALL ')
+                          FROM unnest(emptied) p),
+                       '@extschema@');
+        GET DIAGNOSTICS carried = ROW_COUNT;
+        -- 3. the partitions, at once
+        EXECUTE 'TRUNCATE ' || array_to_string(emptied, ', ');
+        trimmed := trimmed + emptied_rows - carried;
+    END IF;
+    RETURN trimmed;
+END
+$$;
+
+
+--
+-- Log streams, for writers without a row: hx_stream_send appends an event
+-- to a stream "@<name>", which no table's stream can be named.
+--
+-- Log streams: streams that no table writes, "@<name>", for writers
+-- without a row; the sender writes the log as itself.
+CREATE FUNCTION @extschema@.hx_stream_send(stream pg_catalog.text, event pg_catalog.jsonb)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'hx_stream_send'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_send(pg_catalog.text, pg_catalog.jsonb)
+IS 'append an AG-UI event (STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT or CUSTOM) to a log stream "@<name>" as its next event; its seq';

@@ -226,6 +226,12 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_event_5', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_event_6', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.hx_event_7', '');
 
+-- The ends of streams (hx.stream_end: the row was deleted, or its key
+-- changed), few among the events, indexed on their own: where a row's
+-- history begins is one probe (hx_stream_since).
+CREATE INDEX hx_event_ends ON @extschema@.hx_event (stream, seq)
+    WHERE type = 'CUSTOM' AND (event ->> 'name') = 'hx.stream_end';
+
 --
 -- 5. Streaming: the trigger that logs and notifies each change, and what
 -- followers read
@@ -236,7 +242,7 @@ AS 'MODULE_PATHNAME', 'hx_stream'
 LANGUAGE C;
 
 COMMENT ON FUNCTION @extschema@.hx_stream()
-IS 'row trigger (state_column, key_column [, arrays=, payload=, stream=]): logs and NOTIFYs each change as an AG-UI event';
+IS 'row trigger (state_column, key_column [, arrays=, payload=, stream=]): logs each change as an AG-UI event, and NOTIFYs a reference to it';
 
 CREATE FUNCTION @extschema@.hx_stream_channel(stream pg_catalog.text)
 RETURNS pg_catalog.text
@@ -267,6 +273,16 @@ LANGUAGE C STABLE STRICT;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_snapshot(pg_catalog.regclass, pg_catalog.text)
 IS 'a stream''s current state and the seq of its last event, read in one snapshot';
+
+-- Log streams: streams that no table writes, "@<name>", for writers
+-- without a row; the sender writes the log as itself.
+CREATE FUNCTION @extschema@.hx_stream_send(stream pg_catalog.text, event pg_catalog.jsonb)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'hx_stream_send'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_send(pg_catalog.text, pg_catalog.jsonb)
+IS 'append an AG-UI event (STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT or CUSTOM) to a log stream "@<name>" as its next event; its seq';
 
 -- Batched reads, for a process that follows many streams over a few
 -- connections: snapshots of many keys, the last seqs of many streams, and
@@ -318,6 +334,22 @@ $$;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_heads(pg_catalog.text[])
 IS 'the seq of the last event of each stream (0 before any)';
+
+CREATE FUNCTION @extschema@.hx_stream_since(stream pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- the event after the stream's last end (the row deleted, or its key
+    -- changed), or its first event still in the log
+    SELECT coalesce((SELECT max(e.seq) + 1 FROM @extschema@.hx_event e
+                      WHERE e.stream = $1
+                        AND e.type = 'CUSTOM' AND (e.event ->> 'name') = 'hx.stream_end'),
+                    (SELECT min(e.seq) FROM @extschema@.hx_event e WHERE e.stream = $1))
+$$;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_since(pg_catalog.text)
+IS 'the seq where the history of a stream''s current row begins: after its last hx.stream_end, or its first event in the log';
 
 CREATE FUNCTION @extschema@.hx_stream_events_after(streams pg_catalog.text[],
                                                    after_seqs pg_catalog.int8[],
@@ -381,13 +413,26 @@ $$;
 COMMENT ON FUNCTION @extschema@.hx_stream_publication(pg_catalog.name)
 IS 'create (if missing) the publication of the event log that followers decode from the WAL';
 
+-- The ring of daily partitions as the library defines it (the partition
+-- key above spells the same arithmetic out; the library checks that they
+-- agree): the days up to a time, each with its partition, and whether
+-- writers write that partition now.
+CREATE FUNCTION @extschema@.hx_event_ring(at pg_catalog.timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (day pg_catalog.date, partition pg_catalog.regclass, current pg_catalog.bool)
+AS 'MODULE_PATHNAME', 'hx_event_ring'
+LANGUAGE C VOLATILE STRICT;
+
+COMMENT ON FUNCTION @extschema@.hx_event_ring(pg_catalog.timestamptz)
+IS 'the days of the hx_event ring up to a time (UTC), newest first, each with its partition, and whether writers write it now';
+
 --
 -- Trimming: whole days by TRUNCATE, the rest by DELETE.  Per stream,
 -- everything up to its last event older than the cutoff goes, so that
 -- what stays is a contiguous tail of the stream; its last event always
 -- stays, since it carries the stream's seq.  In this order:
---   1. the partitions that are kept (today's, and those of the days from
---      the cutoff's on) lose their rows older than the cutoff row by row,
+--   1. the partitions that are kept (the current ones, today's and
+--      tomorrow's, which writers write, and those of the days from the
+--      cutoff's on) lose their rows older than the cutoff row by row,
 --      but for each stream's last event: only a stream's newest row older
 --      than the cutoff needs the probe for a later one (all partitions are
 --      kept when only_stream is given);
@@ -407,15 +452,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     cutoff timestamptz;
-    today bigint := floor(EXTRACT(epoch FROM now()) / 86400)::bigint;
-    cutoff_day bigint;
-    newest bigint;
-    part text;
+    today date;
+    cutoff_day date;
+    r record;
     n bigint;
     carried bigint := 0;
-    emptied text[] := '{}';
+    emptied regclass[] := '{}';
     emptied_rows bigint := 0;
-    kept text[] := '{}';
+    kept regclass[] := '{}';
+    part regclass;
     trimmed bigint := 0;
 BEGIN
     IF older_than IS NULL THEN
@@ -432,24 +477,23 @@ BEGIN
     IF cutoff = '-infinity'::timestamptz THEN
         RETURN 0;
     END IF;
+    today := (SELECT max(g.day) FROM @extschema@.hx_event_ring(now()) g);
     cutoff_day := CASE WHEN isfinite(cutoff)
-                       THEN floor(EXTRACT(epoch FROM cutoff) / 86400)::bigint
+                       THEN (SELECT max(g.day) FROM @extschema@.hx_event_ring(cutoff) g)
                        ELSE today + 1 END;
-    FOR b IN 0 .. 7 LOOP
-        part := format('%I.%I', '@extschema@', 'hx_event_' || b);
-        -- the newest day this partition can hold: the last day, up to
-        -- today, that is b modulo 8; today's partition, where last events
-        -- are carried to, is never emptied at once, even by a cutoff in
-        -- the future
-        newest := today - (((today - b) % 8 + 8) % 8);
-        IF only_stream IS NULL AND newest < least(cutoff_day, today) THEN
-            EXECUTE format('SELECT count(*) FROM %s', part) INTO n;
+    -- r.day: the newest day, up to today, that r.partition holds.  A
+    -- current partition (today's, where last events are carried to even
+    -- with a cutoff in the future, or one writers write after midnight)
+    -- is never emptied at once.
+    FOR r IN SELECT * FROM @extschema@.hx_event_ring(now()) LOOP
+        IF only_stream IS NULL AND r.day < least(cutoff_day, today) AND NOT r.current THEN
+            EXECUTE format('SELECT count(*) FROM %s', r.partition) INTO n;
             IF n > 0 THEN
-                emptied := emptied || part;
+                emptied := emptied || r.partition;
                 emptied_rows := emptied_rows + n;
             END IF;
         ELSE
-            kept := kept || part;
+            kept := kept || r.partition;
         END IF;
     END LOOP;
 
@@ -475,9 +519,11 @@ BEGIN
     END LOOP;
 
     IF cardinality(emptied) > 0 THEN
-        -- 2. each stream's last event, when it is in a partition to empty
-        EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event)
-                        SELECT l.stream, l.seq, l.type, l.event
+        -- 2. each stream's last event, when it is in a partition to empty,
+        -- into today's partition (now(), not the clock: past midnight, the
+        -- clock's day could be one to empty)
+        EXECUTE format('INSERT INTO %I.hx_event (stream, seq, type, event, created_at)
+                        SELECT l.stream, l.seq, l.type, l.event, now()
                           FROM (%s) l
                          WHERE NOT EXISTS (SELECT 1 FROM %I.hx_event x
                                             WHERE x.stream = l.stream AND x.seq > l.seq)',

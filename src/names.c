@@ -66,9 +66,7 @@
 #include "utils/syscache.h"
 
 #include "names.h"
-
-/* stream.c: the trigger function whose triggers are registered */
-extern PGDLLEXPORT Datum hx_stream(PG_FUNCTION_ARGS);
+#include "stream.h"
 
 /* An hx_stream trigger, as pg_trigger has it, and what it names */
 typedef struct StreamTrigger

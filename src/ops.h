@@ -125,8 +125,12 @@ extern void hx_op_get_from(HxOpList *ops, JsonbContainer *op,
 extern void hx_op_move_copy(HxOpList *ops, const HxPointer *from,
 							const HxPointer *path, bool is_move, HxAddFn add);
 
-/* patch.c: RFC 6902 on an op list's tree, the patch copied (see above) */
+/*
+ * patch.c: RFC 6902 on an op list's tree, the patch copied (see above);
+ * and a patch's form alone
+ */
 extern void hx_patch_apply_copy(HxOpList *ops, JsonbContainer *patch,
 								uint32 len);
+extern void hx_patch_check(Jsonb *patch);
 
 #endif							/* HX_OPS_H */

@@ -72,49 +72,94 @@ strict_replace(HxNode **rootp, const HxPointer *path, HxNode *value)
 	hx_target_put(&t, value, false);
 }
 
-static void
-apply_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
+/* An operation, read */
+typedef struct PatchArgs
 {
 	PatchOp		kind;
 	HxPointer	path;
-	HxPointer	from;
+	HxPointer	from;			/* move, copy */
+	HxNode	   *value;			/* add, replace, test */
+} PatchArgs;
 
-	kind = (PatchOp) hx_op_name(ops, op, patch_op_names,
-								lengthof(patch_op_names));
-	hx_op_get_pointer(ops, op, HX_PTR_PATH, &path);
-
-	switch (kind)
+/*
+ * Read an operation: its name, pointers and value, and what it may not do
+ * whatever the document is (remove the whole document, move a value into
+ * its own child).
+ */
+static void
+parse_patch_op(HxOpList *ops, JsonbContainer *op, PatchArgs *a)
+{
+	a->kind = (PatchOp) hx_op_name(ops, op, patch_op_names,
+								   lengthof(patch_op_names));
+	hx_op_get_pointer(ops, op, HX_PTR_PATH, &a->path);
+	a->value = NULL;
+	switch (a->kind)
 	{
 		case OP_ADD:
-			strict_add(&ops->root, &path, hx_op_get_value(op, "value", true));
+		case OP_REPLACE:
+		case OP_TEST:
+			a->value = hx_op_get_value(op, "value", true);
 			break;
 
 		case OP_REMOVE:
-			if (path.ntokens == 0)
+			if (a->path.ntokens == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_HX_MALFORMED),
 						 errmsg("cannot remove the whole document"),
 						 errhint("Use \"replace\" with path \"\" to change the whole document.")));
-			(void) hx_remove_at(&ops->root, &path, false);
-			break;
-
-		case OP_REPLACE:
-			strict_replace(&ops->root, &path, hx_op_get_value(op, "value", true));
 			break;
 
 		case OP_MOVE:
 		case OP_COPY:
-			hx_op_get_from(ops, op, &path, kind == OP_MOVE, &from);
-			hx_op_move_copy(ops, &from, &path, kind == OP_MOVE, strict_add);
-			break;
-
-		case OP_TEST:
-			hx_op_test(ops, &path, hx_op_get_value(op, "value", true));
+			hx_op_get_from(ops, op, &a->path, a->kind == OP_MOVE, &a->from);
 			break;
 
 		case NUM_PATCH_OPS:
 			pg_unreachable();
 	}
+}
+
+static void
+apply_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
+{
+	PatchArgs	a;
+
+	parse_patch_op(ops, op, &a);
+	switch (a.kind)
+	{
+		case OP_ADD:
+			strict_add(&ops->root, &a.path, a.value);
+			break;
+
+		case OP_REMOVE:
+			(void) hx_remove_at(&ops->root, &a.path, false);
+			break;
+
+		case OP_REPLACE:
+			strict_replace(&ops->root, &a.path, a.value);
+			break;
+
+		case OP_MOVE:
+		case OP_COPY:
+			hx_op_move_copy(ops, &a.from, &a.path, a.kind == OP_MOVE, strict_add);
+			break;
+
+		case OP_TEST:
+			hx_op_test(ops, &a.path, a.value);
+			break;
+
+		case NUM_PATCH_OPS:
+			pg_unreachable();
+	}
+}
+
+/* Read an operation without applying it (for hx_patch_check) */
+static void
+check_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
+{
+	PatchArgs	a;
+
+	parse_patch_op(ops, op, &a);
 }
 
 PG_FUNCTION_INFO_V1(hx_patch);
@@ -146,4 +191,23 @@ void
 hx_patch_apply_copy(HxOpList *ops, JsonbContainer *patch, uint32 len)
 {
 	hx_ops_apply_copy(ops, patch, len, apply_patch_op, NULL);
+}
+
+/*
+ * Raise the error hx_patch would raise for patch whatever the document:
+ * a malformed patch, operation, member or pointer (hx_stream_send checks a
+ * delta before logging it).  What depends on the document (a path that
+ * does not exist, a failed test) is left to applying it.
+ */
+void
+hx_patch_check(Jsonb *patch)
+{
+	JsonbContainer *list = get_op_list(patch);
+	HxOpList	ops;
+
+	hx_ops_begin(&ops, HX_OPS_PATCH,
+				 hx_node_to_jsonb(hx_node_new_object(0), CurrentMemoryContext),
+				 VARSIZE(patch), NULL, NULL);
+	hx_ops_apply(&ops, list, check_patch_op, NULL);
+	(void) hx_ops_end(&ops, CurrentMemoryContext);
 }

@@ -12,7 +12,7 @@ const DB = 'hx_client_follow';
 let db;
 before(async () => {
   db = await h.freshDatabase(DB);
-  await h.streamTable(db, 'sessions');
+  await h.streamTable(db, 'sessions', 'payload=auto');
 });
 after(async () => { await db.end(); });
 

@@ -65,7 +65,7 @@ test('a notification ahead of the client fills the gap from the log, page by pag
 });
 
 test('events out of order: a notification behind the client is ignored, one ahead fills the gap', async () => {
-  await h.streamTable(db, 'mixed');
+  await h.streamTable(db, 'mixed', 'payload=auto');
   await db.query(`INSERT INTO mixed VALUES ('m-1', '{"n": 0}')`);
   const stream = h.follow(DB, 'mixed', 'm-1');
   await stream.start();
@@ -104,7 +104,7 @@ test('events out of order: a notification behind the client is ignored, one ahea
 });
 
 test('reference payloads: deltas of 8000 bytes and more come from the log', async () => {
-  await h.streamTable(db, 'big');
+  await h.streamTable(db, 'big', 'payload=auto');
   await db.query(`INSERT INTO big VALUES ('b-1', '{"blobs": [], "n": 0}')`);
   const watcher = await h.connect(DB);
   const payloads = [];

@@ -7,7 +7,7 @@
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 BEGIN;
-SELECT plan(17);
+SELECT plan(19);
 
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'hxstate'),
           (SELECT default_version FROM pg_available_extensions WHERE name = 'hxstate'),
@@ -45,6 +45,13 @@ SELECT is((SELECT seq FROM hx_stream_snapshot('sessions', 's-40')), 15::bigint,
           'a re-inserted key continues its stream after its end (snapshot, end, snapshot)');
 SELECT is((SELECT max(seq) FROM hx_event WHERE stream = 'tickets:1'), 3::bigint,
           'the tickets'' stream went on as well');
+
+-- a table outside schema public: its stream renamed by the update, seqs and all
+SELECT is((SELECT array_agg(seq ORDER BY seq) FROM hx_event WHERE stream = 'tenant_b.runs:1'),
+          '{1,2,3}'::bigint[], 'the events of a table outside public carry over to its new stream name');
+UPDATE tenant_b.runs SET st = '{"a": 3}' WHERE id = 1;
+SELECT is((SELECT event->'metadata' FROM hx_event WHERE stream = 'tenant_b.runs:1' AND seq = 4),
+          '{"stream": "tenant_b.runs:1", "seq": 4}'::jsonb, 'and its stream goes on at seq 4 under that name');
 
 -- the steps
 SELECT is(hx_promote('sessions:s-1', 'step-1'), '[]'::jsonb,

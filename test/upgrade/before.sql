@@ -27,6 +27,15 @@ CREATE CONSTRAINT TRIGGER ticket_machine AFTER INSERT OR UPDATE ON tickets
 CREATE TRIGGER ticket_stream AFTER INSERT OR UPDATE OR DELETE ON tickets
     FOR EACH ROW EXECUTE FUNCTION hx_stream('body', 'id', 'payload=none');
 
+-- a streamed table outside schema public: 0.6.0 renames its streams
+CREATE SCHEMA tenant_b;
+CREATE TABLE tenant_b.runs (id int PRIMARY KEY, st jsonb NOT NULL DEFAULT '{}');
+CREATE TRIGGER s AFTER INSERT OR UPDATE OR DELETE ON tenant_b.runs
+    FOR EACH ROW EXECUTE FUNCTION hx_stream('st', 'id');
+INSERT INTO tenant_b.runs VALUES (1);
+UPDATE tenant_b.runs SET st = '{"a": 1}';
+UPDATE tenant_b.runs SET st = '{"a": 2}';
+
 -- 40 sessions, each with a project, a phase moved, tools held and
 -- released, and merged writes; one deleted (its stream ended)
 INSERT INTO sessions (session_id, user_id)

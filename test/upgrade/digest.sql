@@ -6,6 +6,7 @@
 \pset tuples_only on
 SELECT 'sessions ' || count(*) || ' ' || md5(string_agg(s::text, E'\n' ORDER BY session_id)) FROM sessions s;
 SELECT 'tickets ' || count(*) || ' ' || md5(string_agg(t::text, E'\n' ORDER BY id)) FROM tickets t;
+SELECT 'tenant_b.runs ' || count(*) || ' ' || md5(string_agg(r::text, E'\n' ORDER BY id)) FROM tenant_b.runs r;
 SELECT 'hx_event ' || count(*) || ' ' ||
        md5(string_agg(e.stream || ' ' || e.seq || ' ' || e.type || ' ' || e.event::text || ' ' ||
                       e.created_at::text || ' ' || e.tableoid::regclass::text, E'\n' ORDER BY e.stream, e.seq))

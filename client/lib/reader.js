@@ -248,6 +248,23 @@ class Reader {
     return true;
   }
 
+  /**
+   * A read of the entries' log or heads (kind) failed: a lost connection's
+   * error is rethrown, the entries requested again for the next one; any
+   * other goes to the host, and the entries are requested again later.
+   */
+  _readFailed(kind, conn, err, entries, queue) {
+    if (this._lost(conn, err)) {
+      for (const e of entries) queue.add(e);
+      throw err;
+    }
+    this._host.onReadFailed(entries, err);
+    this.later(kind, () => {
+      for (const e of entries) if (!e.dropped) queue.add(e);
+      this.kick();
+    });
+  }
+
   /** Up to n items taken out of a set. */
   static _take(set, n, keep = () => true) {
     const out = [];
@@ -388,13 +405,7 @@ class Reader {
       ({ rows } = await this._query(conn,
         sql.eventsAfter(this._schema, batch.map((b) => b.entry.stream), batch.map((b) => b.after), limit)));
     } catch (err) {
-      const entries = batch.map((b) => b.entry);
-      if (this._lost(conn, err)) {
-        for (const e of entries) this._catchQ.add(e);
-        throw err;
-      }
-      this._host.onReadFailed(entries, err);
-      this.later('catchup', () => { for (const e of entries) if (!e.dropped) this.catchup(e); });
+      this._readFailed('catchup', conn, err, batch.map((b) => b.entry), this._catchQ);
       return;
     }
     this._succeeded('catchup');
@@ -427,12 +438,7 @@ class Reader {
       this.stats.headReads++;
       ({ rows } = await this._query(conn, sql.heads(this._schema, entries.map((e) => e.stream))));
     } catch (err) {
-      if (this._lost(conn, err)) {
-        for (const e of entries) this._headsQ.add(e);
-        throw err;
-      }
-      this._host.onReadFailed(entries, err);
-      this.later('heads', () => { for (const e of entries) if (!e.dropped) this.heads(e); });
+      this._readFailed('heads', conn, err, entries, this._headsQ);
       return;
     }
     this._succeeded('heads');

@@ -10,6 +10,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('../../test/js/helpers');
 const { HxHub } = require('..');
+const { gate } = require('./hub-helpers');
 
 const DB = 'hx_hub_bytes';
 const EVENT = 50000;          // bytes of each write's value
@@ -22,12 +23,6 @@ before(async () => {
   await db.query('SELECT hx_stream_publication()');
 });
 after(async () => { await db.end(); });
-
-function gate() {
-  let open;
-  const promise = new Promise((resolve) => { open = resolve; });
-  return { promise, open };
-}
 
 for (const transport of ['wal', 'listen']) {
   for (const state of [false, true]) {

@@ -73,34 +73,37 @@ const FOLLOW = `
   }
 `;
 
-test('an async listener that rejects: the subscription\'s \'error\', and the next event', async () => {
-  const r = await child('l-1', `async (client, say, o) => {
+/** A child following over a hub: follow()'s options, and the source of the listener that fails at seq 2. */
+function hubChild(key, options, fail) {
+  return child(key, `async (client, say, o) => {
     ${FOLLOW}
-    await follow(client, say, o, { subErrors: true, hubErrors: true, fail: async (event) => {
-      if (event.metadata.seq === 2) throw new Error('the listener failed at seq 2');
-    } });
+    await follow(client, say, o, { ...${JSON.stringify(options)}, fail: ${fail} });
   }`);
+}
+
+/** The child ended by itself, having stopped its hub: nothing ended it. */
+function endedWell(r) {
   assert.deepStrictEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null }, r.err);
+}
+
+test('an async listener that rejects: the subscription\'s \'error\', and the next event', async () => {
+  const r = await hubChild('l-1', { subErrors: true, hubErrors: true },
+    "async (event) => { if (event.metadata.seq === 2) throw new Error('the listener failed at seq 2'); }");
+  endedWell(r);
   assert.equal(r.out, 'seq 1\nready\nseq 2\nsub-error the listener failed at seq 2\nseq 3\nstopped\n');
 });
 
 test('a listener that throws, with no \'error\' on the subscription: the hub\'s \'error\'', async () => {
-  const r = await child('l-2', `async (client, say, o) => {
-    ${FOLLOW}
-    await follow(client, say, o, { hubErrors: true, fail: (event) => {
-      if (event.metadata.seq === 2) throw new Error('thrown at seq 2');
-    } });
-  }`);
-  assert.deepStrictEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null }, r.err);
+  const r = await hubChild('l-2', { hubErrors: true },
+    "(event) => { if (event.metadata.seq === 2) throw new Error('thrown at seq 2'); }");
+  endedWell(r);
   assert.equal(r.out, 'seq 1\nready\nhub-error thrown at seq 2\nseq 2\nseq 3\nstopped\n');
 });
 
 test('a rejection with no \'error\' listener anywhere: a process warning, and the stream goes on', async () => {
-  const r = await child('l-3', `async (client, say, o) => {
-    ${FOLLOW}
-    await follow(client, say, o, { fail: (event) => (event.metadata.seq === 2 ? Promise.reject(new Error('rejected at seq 2')) : null) });
-  }`);
-  assert.deepStrictEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null }, r.err);
+  const r = await hubChild('l-3', {},
+    "(event) => (event.metadata.seq === 2 ? Promise.reject(new Error('rejected at seq 2')) : null)");
+  endedWell(r);
   // the warning is emitted on a later tick: where it falls among the events does not matter
   const lines = r.out.trim().split('\n');
   assert.deepStrictEqual(lines.filter((l) => !l.startsWith('warning')), ['seq 1', 'ready', 'seq 2', 'seq 3', 'stopped']);
@@ -120,6 +123,6 @@ test('HxStream: a rejecting listener goes to its \'error\', and the stream goes 
     await stream.start();
     say('ready');
   }`);
-  assert.deepStrictEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null }, r.err);
+  endedWell(r);
   assert.equal(r.out, 'seq 1\nready\nseq 2\nstream-error async failure at seq 2\nseq 3\nstopped\n');
 });

@@ -13,9 +13,11 @@ OBJS = \
 	src/history.o \
 	src/hxstate.o \
 	src/merge.o \
+	src/names.o \
 	src/ops.o \
 	src/patch.o \
 	src/phase.o \
+	src/send.o \
 	src/pointer.o \
 	src/step.o \
 	src/stream.o \
@@ -27,12 +29,14 @@ DATA = \
 	sql/hxstate--0.1.0--0.2.0.sql \
 	sql/hxstate--0.2.0--0.3.0.sql \
 	sql/hxstate--0.3.0--0.4.0.sql \
-	sql/hxstate--0.4.0--0.5.0.sql
+	sql/hxstate--0.4.0--0.5.0.sql \
+	sql/hxstate--0.5.0--0.6.0.sql \
+	sql/hxstate--0.6.0.sql
 
-REGRESS = setup patch merge diff limits guard phase stream steps sessions upgrade
+REGRESS = setup patch merge diff limits guard phase stream names send security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify step-promote
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send step-promote
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 
@@ -41,3 +45,14 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 EXTRA_CLEAN = test/isolation/output
+
+# The PGXN distribution: dist/hxstate-<version>.zip, of the committed tree
+# (git archive: what .gitattributes marks export-ignore stays out)
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+
+dist:
+	mkdir -p dist
+	git archive --format zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \
+		--output dist/$(EXTENSION)-$(EXTVERSION).zip HEAD
+
+.PHONY: dist

@@ -244,6 +244,37 @@ UPDATE regions SET region = 'us' WHERE id = 2;
 SELECT tableoid::regclass AS partition, * FROM regions ORDER BY id;
 DROP TABLE regions;
 
+-- DELETE then INSERT of a key sets a locked column anew: the guard judges
+-- a row's updates, and the inserted row is a new row.  Attached for DELETE
+-- as well, hx_lock_once keeps the rows whose locked columns are set.
+CREATE TABLE projects (id int PRIMARY KEY, project_id text, note text);
+CREATE CONSTRAINT TRIGGER project_locked AFTER INSERT OR UPDATE ON projects
+	FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
+INSERT INTO projects VALUES (1, 'prj_a'), (2, NULL);
+DELETE FROM projects WHERE id = 1;
+INSERT INTO projects VALUES (1, 'prj_b');
+CREATE CONSTRAINT TRIGGER project_kept AFTER DELETE ON projects
+	FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$DELETE FROM projects WHERE id = 1$$);
+SELECT err($$WITH gone AS (DELETE FROM projects WHERE id = 1 RETURNING id) INSERT INTO projects SELECT id, 'prj_c' FROM gone$$);
+\pset tuples_only off
+\pset format aligned
+-- a row whose locked column was never set goes
+DELETE FROM projects WHERE id = 2;
+SELECT * FROM projects ORDER BY id;
+-- the value in the detail only for those who may read it
+GRANT DELETE ON projects TO regress_hx_writer;
+SET ROLE regress_hx_writer;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$DELETE FROM projects$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+DROP TABLE projects;
+
 DROP VIEW misuse_view;
 DROP TABLE misuse, doors, guarded;
 DROP FUNCTION rewrite_project();

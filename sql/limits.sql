@@ -23,13 +23,17 @@ SELECT length(hx_patch('{"a": "x"}',
   (SELECT jsonb_agg(jsonb_build_object('op', 'copy', 'from', '', 'path', '/a' || i)) FROM generate_series(1, 10) i))::text);
 
 -- A cancel or statement_timeout lands inside a long op list: 20,000
--- copies of a 100 kB object that an earlier op unpacked, each removed
--- again, encode gigabytes in all (and free them as they go)
+-- copies of a 400 kB object that an earlier op unpacked, each removed
+-- again, encode 8 GB in all (and free them as they go).  Each copy is
+-- preceded by an "add" into the object, so that it is unpacked again
+-- after the tree's memory was rebuilt (a copy of an object still packed
+-- would share its bytes and cost nothing).  Uncancelled, the list takes
+-- seconds on the fastest build, fifty times the timeout.
 CREATE TABLE long_ops AS
-  SELECT jsonb_build_object('big', (SELECT jsonb_object_agg('k' || i, repeat('v', 20)) FROM generate_series(1, 4000) i)) AS doc,
-         '[{"op": "add", "path": "/big/x", "value": 1}]'::jsonb ||
+  SELECT jsonb_build_object('big', (SELECT jsonb_object_agg('k' || i, repeat('v', 20)) FROM generate_series(1, 16000) i)) AS doc,
          (SELECT jsonb_agg(o) FROM generate_series(1, 20000) i,
-                 LATERAL (VALUES (jsonb_build_object('op', 'copy', 'from', '/big', 'path', '/tmp')),
+                 LATERAL (VALUES ('{"op": "add", "path": "/big/x", "value": 1}'::jsonb),
+                                 (jsonb_build_object('op', 'copy', 'from', '/big', 'path', '/tmp')),
                                  ('{"op": "remove", "path": "/tmp"}'::jsonb)) v(o)) AS ops;
 -- (terse: the context says which operation was running, which varies)
 \set VERBOSITY terse

@@ -61,6 +61,29 @@ SELECT err($$UPDATE runs SET phase = hx_next_phase('agent_session', phase, 'publ
 \pset tuples_only off
 \pset format aligned
 
+-- the phases in the detail only for those who may read them, as the
+-- other guards show their values
+CREATE ROLE regress_hx_mover;
+GRANT UPDATE, INSERT ON runs TO regress_hx_mover;
+SET ROLE regress_hx_mover;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE runs SET phase = 'done'$$);
+SELECT err($$INSERT INTO runs VALUES (4, 'done')$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+GRANT SELECT (phase) ON runs TO regress_hx_mover;
+SET ROLE regress_hx_mover;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE runs SET phase = 'done'$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+REVOKE ALL ON runs FROM regress_hx_mover;
+DROP ROLE regress_hx_mover;
+
 -- a column of another name, and a row that had no phase before the guard
 CREATE TABLE tasks (id int PRIMARY KEY, stage text);
 INSERT INTO tasks VALUES (1, NULL);

@@ -41,6 +41,14 @@ ROLLBACK;
 UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-2')) WHERE session_id = 's-1';
 SELECT state -> 'n' AS n FROM sessions;
 
+-- a rule that turns a statement of promoting into another: the error
+-- shows the statement as it ran (the schema in place)
+SELECT hx_stage('sessions:s-1', 'step-r', 'toolu_r', '[]');
+CREATE RULE calls_stay AS ON DELETE TO hx_step_call DO INSTEAD SELECT 1;
+SELECT err($$SELECT hx_promote('sessions:s-1', 'step-r')$$);
+DROP RULE calls_stay ON hx_step_call;
+DELETE FROM hx_step_call WHERE step = 'step-r';
+
 -- a step with nothing staged promotes as nothing, and is then closed
 SELECT hx_promote('sessions:s-1', 'step-empty');
 SELECT err($$SELECT hx_stage('sessions:s-1', 'step-empty', 'late', '[]')$$);
@@ -66,6 +74,33 @@ UPDATE hx_event SET created_at = created_at - interval '1 hour' WHERE stream = '
 SELECT hx_stream_trim('30 minutes') AS trimmed;
 SELECT err($$SELECT hx_stream_state_at('sessions:s-1', 2)$$);
 SELECT hx_stream_state_at('sessions:s-1', 6);
+
+-- a step's writes go into its own stream's row only: promoted into
+-- another row, the UPDATE fails (XH203) and the step stays staged
+INSERT INTO sessions VALUES ('s-2', '{"n": 0}');
+SELECT hx_stage('sessions:s-1', 'step-3', 'toolu_h', '[{"op": "increment", "path": "/n", "by": 5}]');
+SELECT hx_stage('sessions:s-2', 'step-3', 'toolu_i', '[{"op": "increment", "path": "/n", "by": 7}]');
+SELECT err($$UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-3')) WHERE session_id = 's-2'$$);
+SELECT err($$INSERT INTO sessions VALUES ('s-9', hx_merge('{}', hx_promote('sessions:s-1', 'step-3')))$$);
+SELECT stream, step, call FROM hx_step_call WHERE step = 'step-3' ORDER BY 1;
+-- one statement may promote each row's own step
+UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:' || session_id, 'step-3'));
+SELECT session_id, state -> 'n' AS n FROM sessions ORDER BY 1;
+-- a row whose state does not change took nothing: no check
+UPDATE sessions SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-3')) WHERE session_id = 's-2';
+-- a row whose key changes takes a step of its old stream or of its new one
+SELECT hx_stage('sessions:s-2', 'step-4', 'toolu_j', '[{"op": "increment", "path": "/n", "by": 1}]');
+UPDATE sessions SET session_id = 's-3', state = hx_merge(state, hx_promote('sessions:s-2', 'step-4'))
+ WHERE session_id = 's-2';
+SELECT session_id, state -> 'n' AS n FROM sessions ORDER BY 1;
+DELETE FROM sessions WHERE session_id = 's-3';
+-- a table without hx_stream checks nothing: its rows take any step
+CREATE TABLE unstreamed (id text PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}');
+INSERT INTO unstreamed VALUES ('u-1');
+SELECT hx_stage('sessions:s-1', 'step-5', 'toolu_k', '[{"op": "increment", "path": "/n", "by": 1}]');
+UPDATE unstreamed SET state = hx_merge(state, hx_promote('sessions:s-1', 'step-5'));
+SELECT state FROM unstreamed;
+DROP TABLE unstreamed;
 
 DROP TABLE sessions;
 DELETE FROM hx_event;

@@ -376,3 +376,60 @@ SELECT hx_stream_trim('-2 days') AS all_but_last;
 SELECT stream, seq FROM hx_event WHERE stream LIKE 'ring:%' ORDER BY stream, seq;
 DROP TABLE ring;
 DELETE FROM hx_event;
+
+-- One definition of the ring: the library's (hx_event_ring, which the
+-- trim reads), and the partition key spells it out.  Routing by the key
+-- picks the partition the ring names, at the first and last microsecond
+-- and the middle of every day around today and around the epoch.
+SELECT count(*) AS days, count(DISTINCT partition) AS partitions,
+       (SELECT count(*) FROM pg_inherits WHERE inhparent = 'hx_event'::regclass) AS attached
+  FROM hx_event_ring();
+-- today's partition and tomorrow's (the oldest day's) are written now
+SELECT day = (now() AT TIME ZONE 'UTC')::date AS today, current FROM hx_event_ring()
+ ORDER BY day DESC LIMIT 1;
+SELECT current AS tomorrow FROM hx_event_ring() ORDER BY day LIMIT 1;
+BEGIN;
+INSERT INTO hx_event (stream, seq, type, event, created_at)
+SELECT 'ring-check', row_number() OVER (), 'CUSTOM', '{}', t
+  FROM (SELECT c + d * interval '24 hours' + o AS t
+          FROM unnest(ARRAY[date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+                            '1970-01-01 00:00:00+00'::timestamptz]) c,
+               generate_series(-20, 20) d,
+               unnest(ARRAY[interval '0', interval '12 hours', interval '24 hours' - interval '1 microsecond']) o) x;
+SELECT count(*) AS checked, count(*) FILTER (WHERE e.tableoid::regclass = g.partition) AS agree,
+       count(*) FILTER (WHERE g.day = (e.created_at AT TIME ZONE 'UTC')::date) AS same_day
+  FROM hx_event e,
+       LATERAL (SELECT r.day, r.partition FROM hx_event_ring(e.created_at) r ORDER BY r.day DESC LIMIT 1) g
+ WHERE e.stream = 'ring-check';
+ROLLBACK;
+
+-- A trim that runs across midnight (UTC): its now() is yesterday's, the
+-- clock today's.  Writers then write the partition of the clock's day,
+-- which is also the partition of the day a week back: a trim with a
+-- retention under a week must not empty it, and the last events it carries
+-- out of the days it empties must land where it does not empty (before
+-- 0.6.0 both were lost, and the streams started again at seq 1).  The
+-- clock past midnight, as the log sees it: an event a writer logged after
+-- midnight, and created_at's default moved a day ahead.
+CREATE TABLE nightly (id int PRIMARY KEY, state jsonb);
+CREATE TRIGGER hx AFTER INSERT OR UPDATE OR DELETE ON nightly
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id', 'payload=none');
+INSERT INTO nightly VALUES (1, '{"n": 0}'), (2, '{"n": 0}'), (3, '{"n": 0}');
+UPDATE nightly SET state = '{"n": 1}';
+-- nightly:1 a week old (the partition of tomorrow), nightly:3 six days
+UPDATE hx_event SET created_at = created_at - interval '7 days' WHERE stream = 'nightly:1';
+UPDATE hx_event SET created_at = created_at - interval '6 days' WHERE stream = 'nightly:3';
+BEGIN;
+INSERT INTO hx_event (stream, seq, type, event, created_at)
+	VALUES ('nightly:2', 3, 'STATE_DELTA', '{"after": "midnight"}', now() + interval '1 day');
+ALTER TABLE hx_event ALTER COLUMN created_at SET DEFAULT clock_timestamp() + interval '1 day';
+SELECT hx_stream_trim('5 days') AS trimmed;
+ALTER TABLE hx_event ALTER COLUMN created_at SET DEFAULT clock_timestamp();
+COMMIT;
+SELECT stream, seq, created_at > now() AS tomorrow FROM hx_event
+ WHERE stream LIKE 'nightly:%' ORDER BY stream, seq;
+-- every stream goes on from its seq
+UPDATE nightly SET state = '{"n": 2}' WHERE id IN (1, 3);
+SELECT stream, max(seq) AS last FROM hx_event WHERE stream LIKE 'nightly:%' GROUP BY 1 ORDER BY 1;
+DROP TABLE nightly;
+DELETE FROM hx_event;

@@ -76,13 +76,16 @@ hx_exec_init_range_table(EState *estate, RangeTblEntry *rte)
 #endif
 
 /*
- * 18 renamed ResultRelInfo's compiled CHECK constraints, when it made
- * constraints that are not enforced possible.
+ * 18 made CHECK constraints that are not enforced possible (NOT ENFORCED):
+ * ExecConstraints() skips those whose compiled expression is NULL, and
+ * ResultRelInfo's array of them was renamed.
  */
 #if PG_VERSION_NUM >= 180000
 #define hx_ri_check_exprs(rri) ((rri)->ri_CheckConstraintExprs)
+#define hx_check_enforced(check) ((check)->ccenforced)
 #else
 #define hx_ri_check_exprs(rri) ((rri)->ri_ConstraintExprs)
+#define hx_check_enforced(check) true
 #endif
 
 /*

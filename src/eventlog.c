@@ -47,11 +47,13 @@
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "funcapi.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
 #include "utils/builtins.h"
+#include "utils/date.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -125,6 +127,87 @@ hx_log_init(void)
 }
 
 /*
+ * Days since the Unix epoch of a timestamp, as the partitions count them:
+ * the partition key is floor(EXTRACT(epoch FROM created_at - the epoch) /
+ * 86400), and that EXTRACT is the exact number of microseconds, so this is
+ * floor division of microseconds.
+ */
+static int64
+day_of(TimestampTz ts)
+{
+	int64		usecs = ts + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	int64		per_day = (int64) HX_LOG_BUCKET_SECONDS * USECS_PER_SEC;
+
+	return (usecs >= 0) ? usecs / per_day : -((-usecs + per_day - 1) / per_day);
+}
+
+static int
+bucket_of_day(int64 day)
+{
+	return (int) (((day % HX_LOG_BUCKETS) + HX_LOG_BUCKETS) % HX_LOG_BUCKETS);
+}
+
+/*
+ * Does the partition key expression (of the log rel, over created_at) give
+ * every day the partition of the ring (eventlog.h)?  Evaluated on the first
+ * and last microsecond and the middle of each day around today, around the
+ * epoch, and in the 1990s (days before the epoch are negative).
+ */
+static bool
+key_follows_ring(Relation rel, Node *keyexpr)
+{
+	static const int64 around[] = {0, 9131};	/* the epoch, 1995 */
+	EState	   *estate = CreateExecutorState();
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+	MemoryContext oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
+	ExprState  *expr = ExecPrepareExpr((Expr *) copyObject(keyexpr), estate);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(rel),
+													&TTSOpsVirtual);
+	int64		today = day_of(GetCurrentTimestamp());
+	int64		per_day = (int64) HX_LOG_BUCKET_SECONDS * USECS_PER_SEC;
+	int64		epoch = (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	bool		follows = true;
+	int			c;
+	int			k;
+	int			t;
+
+	for (c = 0; c < 3 && follows; c++)
+	{
+		int64		centre = (c < 2) ? around[c] : today;
+
+		for (k = -2 * HX_LOG_BUCKETS; k <= 2 * HX_LOG_BUCKETS && follows; k++)
+		{
+			int64		day = centre + k;
+			TimestampTz times[3];
+
+			times[0] = day * per_day - epoch;
+			times[1] = times[0] + per_day / 2;
+			times[2] = times[0] + per_day - 1;
+			for (t = 0; t < 3 && follows; t++)
+			{
+				Datum		v;
+				bool		isnull;
+
+				ExecClearTuple(slot);
+				memset(slot->tts_isnull, true, slot->tts_tupleDescriptor->natts * sizeof(bool));
+				slot->tts_values[HX_LOG_CREATED_AT - 1] = TimestampTzGetDatum(times[t]);
+				slot->tts_isnull[HX_LOG_CREATED_AT - 1] = false;
+				ExecStoreVirtualTuple(slot);
+				econtext->ecxt_scantuple = slot;
+				v = ExecEvalExprSwitchContext(expr, econtext, &isnull);
+				follows = !isnull && DatumGetInt64(v) == bucket_of_day(day) &&
+					day_of(times[t]) == day;
+				ResetExprContext(econtext);
+			}
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	MemoryContextSwitchTo(oldcxt);
+	FreeExecutorState(estate);
+	return follows;
+}
+
+/*
  * Is the log still partitioned as the install script made it: by one
  * bigint expression of created_at alone (the day modulo HX_LOG_BUCKETS, a
  * partition key cannot be altered), each value b taken by hx_event_<b>?
@@ -168,7 +251,7 @@ check_ring(void)
 			pdesc->oids[bound->indexes[i]] != bucket_relids[b])
 			goto done;
 	}
-	intact = true;
+	intact = key_follows_ring(rel, linitial(key->partexprs));
 done:
 	table_close(rel, AccessShareLock);
 	return intact;
@@ -215,27 +298,6 @@ hx_log_relid(void)
 {
 	Assert(insert_plan != NULL);
 	return log_relid;
-}
-
-/*
- * Days since the Unix epoch of a timestamp, as the partitions count them:
- * the partition key is floor(EXTRACT(epoch FROM created_at - the epoch) /
- * 86400), and that EXTRACT is the exact number of microseconds, so this is
- * floor division of microseconds.
- */
-static int64
-day_of(TimestampTz ts)
-{
-	int64		usecs = ts + (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-	int64		per_day = (int64) HX_LOG_BUCKET_SECONDS * USECS_PER_SEC;
-
-	return (usecs >= 0) ? usecs / per_day : -((-usecs + per_day - 1) / per_day);
-}
-
-static int
-bucket_of_day(int64 day)
-{
-	return (int) (((day % HX_LOG_BUCKETS) + HX_LOG_BUCKETS) % HX_LOG_BUCKETS);
 }
 
 /*
@@ -309,8 +371,12 @@ hx_log_next_seq(const char *stream)
 				   &seq, &created_at))
 			continue;
 		last = Max(last, seq);
-		if (day_of(created_at) >= day)
-			break;				/* from this partition's day: the newest */
+		/*
+		 * From this partition's day: the newest, when the partitions hold
+		 * the days of the ring; otherwise every one is probed.
+		 */
+		if (ring_intact && day_of(created_at) >= day)
+			break;
 	}
 	UnregisterSnapshot(snapshot);
 	return last + 1;
@@ -376,10 +442,11 @@ log_checks_for(int b, Relation part)
 									"hxstate log constraints",
 									ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(lc->cxt);
-	lc->exprs = palloc(Max(constr->num_check, 1) * sizeof(ExprState *));
+	lc->exprs = palloc0(Max(constr->num_check, 1) * sizeof(ExprState *));
 	for (i = 0; i < constr->num_check; i++)
-		lc->exprs[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
-									NULL);
+		if (hx_check_enforced(&constr->check[i]))
+			lc->exprs[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
+										NULL);
 	MemoryContextSwitchTo(old);
 	lc->relid = RelationGetRelid(part);
 	lc->ncheck = constr->num_check;
@@ -511,4 +578,54 @@ hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 		insert_depth--;
 	}
 	PG_END_TRY();
+}
+
+PG_FUNCTION_INFO_V1(hx_event_ring);
+
+/*
+ * hx_event_ring(at timestamptz) -> SETOF (day date, partition regclass,
+ * current bool): the ring (eventlog.h) as of at: its HX_LOG_BUCKETS days up
+ * to at's (UTC), newest first, each with the partition that holds it; a
+ * partition is current when writers write it now: it holds today (by the
+ * transaction's start, or by the clock), or tomorrow by the clock.
+ * hx_stream_trim reads the ring through it, and never empties a current
+ * partition at once.
+ */
+Datum
+hx_event_ring(PG_FUNCTION_ARGS)
+{
+	TimestampTz at = PG_GETARG_TIMESTAMPTZ(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int64		first_current = day_of(GetCurrentTransactionStartTimestamp());
+	int64		last_current = day_of(GetCurrentTimestamp()) + 1;
+	bool		current[HX_LOG_BUCKETS] = {false};
+	int64		today;
+	int64		day;
+	int			k;
+
+	if (TIMESTAMP_NOT_FINITE(at))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	InitMaterializedSRF(fcinfo, 0);
+	for (day = first_current; day <= last_current && day < first_current + HX_LOG_BUCKETS; day++)
+		current[bucket_of_day(day)] = true;
+	if (last_current - first_current >= HX_LOG_BUCKETS)
+		memset(current, true, sizeof(current));
+
+	today = day_of(at);
+	for (k = 0; k < HX_LOG_BUCKETS; k++)
+	{
+		int			b;
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		day = today - k;
+		b = bucket_of_day(day);
+		values[0] = DateADTGetDatum((DateADT) (day - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE)));
+		values[1] = ObjectIdGetDatum(hx_extension_relid(psprintf("hx_event_%d", b)));
+		values[2] = BoolGetDatum(current[b]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

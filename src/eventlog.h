@@ -16,10 +16,16 @@
 #include "utils/jsonb.h"
 
 /*
- * The log is partitioned into a ring of HX_LOG_BUCKETS partitions,
- * hx_event_0 .. hx_event_<n-1>, by the day of created_at (days since the
- * Unix epoch, modulo HX_LOG_BUCKETS), so that whole days are trimmed with
- * TRUNCATE (see hx_stream_trim in the install script).
+ * The ring, defined here once: the log is partitioned into HX_LOG_BUCKETS
+ * partitions, hx_event_0 .. hx_event_<n-1>, by the day of created_at (days
+ * of HX_LOG_BUCKET_SECONDS since the Unix epoch, modulo HX_LOG_BUCKETS), so
+ * that whole days are trimmed with TRUNCATE.  Everything else derives from
+ * it: the trigger picks an event's partition and finds a stream's last seq
+ * with it (eventlog.c), and hx_stream_trim reads the ring through
+ * hx_event_ring().  The install script's partition key cannot call C (nor
+ * change once the log exists), so it spells the same arithmetic out, and
+ * check_ring() verifies at run time that it agrees, by evaluating it;
+ * sql/stream.sql compares the partitions that routing picks with the ring.
  */
 #define HX_LOG_BUCKETS			8
 #define HX_LOG_BUCKET_SECONDS	86400

@@ -168,60 +168,112 @@ typedef enum GuardKind
 	GUARD_SLOT
 } GuardKind;
 
-static void
-report_locked(TriggerData *trigdata, GuardColumn *col, const char *oldtext,
-			  const char *newtext)
+/* What a violation did */
+typedef enum Violation
 {
-	Relation	rel = trigdata->tg_relation;
+	CHANGED_LOCKED,				/* hx_lock_once: a set value changed */
+	DELETED_LOCKED,				/* hx_lock_once for DELETE: a set row deleted */
+	TOOK_BUSY					/* hx_slot_guard: a value replaced by another */
+} Violation;
 
-	ereport(ERROR,
-			(errcode(ERRCODE_HX_LOCKED),
-			 col->has_pointer ?
-			 errmsg("member \"%s\" of column \"%s\" of relation \"%s\" is locked",
-					hx_clip(col->ptr.text), col->colname,
-					RelationGetRelationName(rel)) :
-			 errmsg("column \"%s\" of relation \"%s\" is locked",
-					col->colname, RelationGetRelationName(rel)),
-			 (oldtext && newtext) ?
-			 errdetail("It was set to %s and cannot change to %s.",
-					   oldtext, newtext) :
-			 errdetail("It was set once and cannot change."),
-			 errhint("A column guarded by hx_lock_once is written once, by one writer."),
-			 hx_errtablecolconstraint(rel, col->attnum,
-									  trigdata->tg_trigger->tgname)));
+static int
+errdetail_violation(Violation v, const char *oldtext, const char *newtext)
+{
+	switch (v)
+	{
+		case CHANGED_LOCKED:
+			return (oldtext && newtext) ?
+				errdetail("It was set to %s and cannot change to %s.", oldtext, newtext) :
+				errdetail("It was set once and cannot change.");
+		case DELETED_LOCKED:
+			return oldtext ?
+				errdetail("It was set to %s, and the row cannot be deleted: inserted again, it could take another value.",
+						  oldtext) :
+				errdetail("It was set, and the row cannot be deleted: inserted again, it could take another value.");
+		case TOOK_BUSY:
+			return (oldtext && newtext) ?
+				errdetail("It holds %s and cannot take %s.", oldtext, newtext) :
+				errdetail("It holds a value and cannot take another.");
+	}
+	return 0;
 }
 
+/*
+ * Report a violation of guard trigger tg on column col, with the values as
+ * the current user may see them (NULL: not shown).
+ */
 static void
-report_busy(TriggerData *trigdata, GuardColumn *col, const char *oldtext,
-			const char *newtext)
+report_violation(TriggerData *trigdata, GuardColumn *col, Violation v,
+				 const char *oldtext, const char *newtext)
 {
 	Relation	rel = trigdata->tg_relation;
+	const char *tgname = trigdata->tg_trigger->tgname;
+	bool		locked = (v != TOOK_BUSY);
 
 	ereport(ERROR,
-			(errcode(ERRCODE_HX_SLOT_BUSY),
+			(errcode(locked ? ERRCODE_HX_LOCKED : ERRCODE_HX_SLOT_BUSY),
 			 col->has_pointer ?
-			 errmsg("member \"%s\" of column \"%s\" of relation \"%s\" is busy",
-					hx_clip(col->ptr.text), col->colname,
-					RelationGetRelationName(rel)) :
-			 errmsg("column \"%s\" of relation \"%s\" is busy",
-					col->colname, RelationGetRelationName(rel)),
-			 (oldtext && newtext) ?
-			 errdetail("It holds %s and cannot take %s.", oldtext, newtext) :
-			 errdetail("It holds a value and cannot take another."),
+			 (locked ?
+			  errmsg("member \"%s\" of column \"%s\" of relation \"%s\" is locked",
+					 hx_clip(col->ptr.text), col->colname, RelationGetRelationName(rel)) :
+			  errmsg("member \"%s\" of column \"%s\" of relation \"%s\" is busy",
+					 hx_clip(col->ptr.text), col->colname, RelationGetRelationName(rel))) :
+			 (locked ?
+			  errmsg("column \"%s\" of relation \"%s\" is locked",
+					 col->colname, RelationGetRelationName(rel)) :
+			  errmsg("column \"%s\" of relation \"%s\" is busy",
+					 col->colname, RelationGetRelationName(rel))),
+			 errdetail_violation(v, oldtext, newtext),
+			 v == CHANGED_LOCKED ?
+			 errhint("A column guarded by hx_lock_once is written once, by one writer.") :
+			 v == DELETED_LOCKED ?
+			 errhint("Trigger \"%s\" keeps the rows whose locked columns are set.", tgname) :
 			 errhint("Set it to NULL when the work it holds ends, then set the next value."),
-			 hx_errtablecolconstraint(rel, col->attnum,
-									  trigdata->tg_trigger->tgname)));
+			 hx_errtablecolconstraint(rel, col->attnum, tgname)));
+}
+
+/*
+ * hx_lock_once attached for DELETE: a row whose locked column is set stays,
+ * as deleting it and inserting its key again would set the column anew.
+ */
+static void
+check_delete(TriggerData *trigdata, GuardArgs *args)
+{
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	tupdesc = RelationGetDescr(rel);
+	int			i;
+
+	for (i = 0; i < args->ncols; i++)
+	{
+		GuardColumn *col = &args->cols[i];
+		GuardValue	oldv;
+
+		guard_datum(col, trigdata->tg_trigtuple, tupdesc, &oldv);
+		if (oldv.isnull)
+			continue;
+		guard_json(col, &oldv);
+		if (!oldv.isset)
+			continue;
+		report_violation(trigdata, col, DELETED_LOCKED,
+						 guard_value_text(rel, col, &oldv), NULL);
+	}
 }
 
 static Datum
 guard_check(FunctionCallInfo fcinfo, GuardKind kind, const char *funcname)
 {
-	TriggerData *trigdata = hx_row_check_trigger_data(fcinfo, funcname);
+	TriggerData *trigdata = hx_row_check_trigger_data(fcinfo, funcname,
+													  kind == GUARD_LOCK_ONCE);
 	GuardArgs  *args = hx_trigger_args(fcinfo, trigdata, parse_guard_args);
 	Relation	rel = trigdata->tg_relation;
 	TupleDesc	tupdesc = RelationGetDescr(rel);
 	int			i;
 
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+	{
+		check_delete(trigdata, args);
+		return hx_trigger_return(trigdata);
+	}
 	/* both guards are about changes: an INSERT sets values freely */
 	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 		return hx_trigger_return(trigdata);
@@ -253,12 +305,10 @@ guard_check(FunctionCallInfo fcinfo, GuardKind kind, const char *funcname)
 			 hx_node_equal(oldv.json, newv.json) :
 			 datum_image_eq(oldv.datum, newv.datum, col->typbyval, col->typlen)))
 			continue;			/* the same value again */
-		if (kind == GUARD_LOCK_ONCE)
-			report_locked(trigdata, col, guard_value_text(rel, col, &oldv),
-						  guard_value_text(rel, col, &newv));
-		else
-			report_busy(trigdata, col, guard_value_text(rel, col, &oldv),
-						guard_value_text(rel, col, &newv));
+		report_violation(trigdata, col,
+						 kind == GUARD_LOCK_ONCE ? CHANGED_LOCKED : TOOK_BUSY,
+						 guard_value_text(rel, col, &oldv),
+						 guard_value_text(rel, col, &newv));
 	}
 	return hx_trigger_return(trigdata);
 }

@@ -18,6 +18,20 @@
  * keeps a contiguous tail of each stream, and a state before that tail
  * cannot be rebuilt.
  *
+ * Memory is bounded by the state and one event, whatever the length of
+ * the log replayed:
+ *	- events are read through a cursor, HISTORY_BATCH rows at a time, and
+ *	  each batch is freed before the next (a large event is a TOAST
+ *	  pointer in the batch, so a batch stays small);
+ *	- each event is detoasted into a context reset after it
+ *	  (eventcxt); a delta is handed to the op engine as a list it may not
+ *	  keep (hx_patch_apply_copy), which copies it into the tree's memory;
+ *	- the snapshot and the op engine's tree live in statecxt, emptied when
+ *	  a later snapshot or an end starts the state over.  The tree's memory
+ *	  (the state, garbage, copies of deltas) is compacted by the engine
+ *	  past its threshold (ops.c), and compaction frees only the engine's
+ *	  own memory (ops.h: the memory contract).
+ *
  * src/history.c
  *
  *-------------------------------------------------------------------------
@@ -28,12 +42,30 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 
 #include "ops.h"
 
-/* Events read per round trip of the cursor */
-#define HISTORY_BATCH	1000
+/*
+ * Events read per round trip of the cursor.  A batch holds the events'
+ * rows as stored: inline values of at most about a page, larger ones as
+ * TOAST pointers, so a batch is a few megabytes at most.
+ */
+#define HISTORY_BATCH	256
+
+/* A replay in progress */
+typedef struct Replay
+{
+	const char *stream;
+	int64		seq;			/* the event being replayed, or 0 */
+	MemoryContext statecxt;		/* the snapshot and the tree */
+	Jsonb	   *snapshot;		/* the document the tree started from */
+	HxOpList	ops;
+	bool		begun;			/* ops holds a state */
+	bool		ended;			/* the last event seen was an end */
+} Replay;
 
 /* The member of an event, or false when it has none */
 static bool
@@ -69,6 +101,65 @@ error_trimmed(const char *stream, int64 seq, int64 first)
 			 errhint("Trimming removed it (hx_stream_trim); keep the log longer to look further back.")));
 }
 
+static void
+replay_error_context(void *arg)
+{
+	Replay	   *r = (Replay *) arg;
+
+	if (r->seq > 0)
+		errcontext("replaying event %lld of stream \"%s\"",
+				   (long long) r->seq, hx_clip(r->stream));
+}
+
+/* Forget the state replayed so far */
+static void
+replay_drop_state(Replay *r)
+{
+	if (r->begun)
+		hx_ops_abandon(&r->ops);
+	MemoryContextReset(r->statecxt);
+	r->snapshot = NULL;
+	r->begun = false;
+}
+
+/*
+ * Replay one event, detoasted in a short-lived context that is reset once
+ * this returns: nothing kept may point into it.
+ */
+static void
+replay_event(Replay *r, Jsonb *event)
+{
+	JsonbValue	v;
+
+	if (event_member(event, "snapshot", &v))
+	{
+		/* a snapshot: the state starts over from it, copied */
+		MemoryContext oldcxt;
+
+		replay_drop_state(r);
+		oldcxt = MemoryContextSwitchTo(r->statecxt);
+		r->snapshot = hx_node_to_jsonb(hx_node_from_value(&v), r->statecxt);
+		hx_ops_begin(&r->ops, HX_OPS_PATCH, r->snapshot, 0, NULL, NULL);
+		MemoryContextSwitchTo(oldcxt);
+		r->begun = true;
+		r->ended = false;
+	}
+	else if (is_stream_end(event))
+	{
+		replay_drop_state(r);
+		r->ended = true;
+	}
+	else if (r->begun && event_member(event, "delta", &v))
+	{
+		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the delta of event %lld of stream \"%s\" is not an array",
+							(long long) r->seq, hx_clip(r->stream))));
+		hx_patch_apply_copy(&r->ops, v.val.binary.data, v.val.binary.len);
+	}
+}
+
 PG_FUNCTION_INFO_V1(hx_stream_state_at);
 
 Datum
@@ -77,6 +168,7 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	char	   *stream = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		seq = PG_GETARG_INT64(1);
 	MemoryContext callcxt = CurrentMemoryContext;
+	MemoryContext eventcxt;
 	const char *nsp;
 	Oid			types[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
@@ -86,9 +178,8 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	bool		isnull;
 	Datum		d;
 	Portal		portal;
-	HxOpList	ops;
-	bool		begun = false;
-	bool		ended PG_USED_FOR_ASSERTS_ONLY = false;
+	Replay		r;
+	ErrorContextCallback errcallback;
 	int64		expect;
 	Jsonb	   *result;
 
@@ -99,8 +190,8 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	nsp = quote_identifier(get_namespace_name(hx_extension_namespace()));
 
 	/* the stream's last seq, its first in the log, and where to start */
-	if (SPI_execute_with_args(psprintf("SELECT coalesce(max(e.seq), 0), coalesce(min(e.seq), 0),"
-									   "       (SELECT max(s.seq) FROM %s.hx_event s"
+	if (SPI_execute_with_args(psprintf("SELECT coalesce(pg_catalog.max(e.seq), 0), coalesce(pg_catalog.min(e.seq), 0),"
+									   "       (SELECT pg_catalog.max(s.seq) FROM %s.hx_event s"
 									   "         WHERE s.stream OPERATOR(pg_catalog.=) $1 AND s.seq OPERATOR(pg_catalog.<=) $2"
 									   "           AND (s.type OPERATOR(pg_catalog.=) 'STATE_SNAPSHOT'"
 									   "                OR (s.type OPERATOR(pg_catalog.=) 'CUSTOM'"
@@ -113,6 +204,7 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	first = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 	start = isnull ? 0 : DatumGetInt64(d);
+	SPI_freetuptable(SPI_tuptable);
 
 	if (seq < 1 || seq > last)
 		ereport(ERROR,
@@ -125,6 +217,17 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 		error_trimmed(stream, seq, first);
 
 	/* replay from the snapshot (or end) on, in seq order */
+	memset(&r, 0, sizeof(Replay));
+	r.stream = stream;
+	r.statecxt = AllocSetContextCreate(callcxt, "hx_stream_state_at state",
+									   ALLOCSET_DEFAULT_SIZES);
+	eventcxt = AllocSetContextCreate(callcxt, "hx_stream_state_at event",
+									 ALLOCSET_DEFAULT_SIZES);
+	errcallback.callback = replay_error_context;
+	errcallback.arg = &r;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
 	values[1] = Int64GetDatum(start);
 	portal = SPI_cursor_open_with_args(NULL,
 									   psprintf("SELECT e.seq, e.event FROM %s.hx_event e"
@@ -144,64 +247,40 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[i];
 			int64		s = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
-			Jsonb	   *event = DatumGetJsonbP(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
-			JsonbValue	v;
+			Datum		event = SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull);
 			MemoryContext oldcxt;
 
 			CHECK_FOR_INTERRUPTS();
 			if (s != expect)
 				error_trimmed(stream, seq, first);
-			oldcxt = MemoryContextSwitchTo(callcxt);
-			if (event_member(event, "snapshot", &v))
-			{
-				/* a snapshot: the state starts over from it */
-				if (begun)
-					(void) hx_ops_end(&ops, callcxt);
-				hx_ops_begin(&ops, HX_OPS_PATCH,
-							 hx_node_to_jsonb(hx_node_from_value(&v), callcxt),
-							 0, NULL, NULL);
-				begun = true;
-				ended = false;
-			}
-			else if (is_stream_end(event))
-			{
-				if (begun)
-					(void) hx_ops_end(&ops, callcxt);
-				begun = false;
-				ended = true;
-			}
-			else if (begun)
-			{
-				/*
-				 * A delta: applied to the tree, which keeps pointing into it,
-				 * so it is copied out of the cursor's batch into the tree's
-				 * memory first.
-				 */
-				Jsonb	   *copy = MemoryContextAlloc(ops.treecxt, VARSIZE(event));
-
-				memcpy(copy, event, VARSIZE(event));
-				if (event_member(copy, "delta", &v))
-				{
-					Assert(v.type == jbvBinary);
-					hx_patch_apply(&ops, v.val.binary.data);
-				}
-			}
+			r.seq = s;
+			oldcxt = MemoryContextSwitchTo(eventcxt);
+			replay_event(&r, hx_detoast_jsonb(event));
 			MemoryContextSwitchTo(oldcxt);
+			MemoryContextReset(eventcxt);
+			r.seq = 0;
 			expect++;
 		}
+		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);
+	SPI_finish();				/* back in callcxt */
+	error_context_stack = errcallback.previous;
 	if (expect <= seq)
 		error_trimmed(stream, seq, first);	/* trimmed while we read */
 
-	if (!begun)
+	if (!r.begun)
 	{
-		SPI_finish();
-		Assert(ended);
-		PG_RETURN_JSONB_P(DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-															 CStringGetDatum("null"))));
+		Assert(r.ended);
+		result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("null")));
 	}
-	result = hx_ops_end(&ops, callcxt);
-	SPI_finish();
+	else
+	{
+		result = hx_ops_end(&r.ops, callcxt);
+		if (result == r.snapshot)
+			result = (Jsonb *) DatumGetPointer(datumCopy(PointerGetDatum(result), false, -1));
+	}
+	MemoryContextDelete(r.statecxt);
+	MemoryContextDelete(eventcxt);
 	PG_RETURN_JSONB_P(result);
 }

@@ -41,6 +41,7 @@
 #define ERRCODE_HX_INVALID_TRANSITION	MAKE_SQLSTATE('X','H','1','0','3')
 #define ERRCODE_HX_CALL_CHANGED			MAKE_SQLSTATE('X','H','2','0','1')
 #define ERRCODE_HX_STEP_PROMOTED		MAKE_SQLSTATE('X','H','2','0','2')
+#define ERRCODE_HX_WRONG_ROW			MAKE_SQLSTATE('X','H','2','0','3')
 #define ERRCODE_HX_TRIMMED				MAKE_SQLSTATE('X','H','3','0','1')
 
 /* Core codes used with one meaning throughout hxstate */
@@ -58,12 +59,29 @@ extern const char *hx_clip(const char *s);
 
 /* catalog.c */
 extern Oid	hx_extension_namespace(void);
+extern int	hx_extension_version(void);
 extern Oid	hx_extension_relid(const char *relname);
+
+/*
+ * step.c: which streams the statement with command id cid promoted steps
+ * of (hx_stream checks that a row takes only its own stream's steps):
+ * HX_PROMOTED_NONE when it promoted none, HX_PROMOTED_STREAM when stream
+ * is one of them, HX_PROMOTED_OTHERS when it is not (*other: one that is).
+ */
+typedef enum HxPromoted
+{
+	HX_PROMOTED_NONE,
+	HX_PROMOTED_STREAM,
+	HX_PROMOTED_OTHERS
+} HxPromoted;
+extern HxPromoted hx_promoted(CommandId cid, const char *stream,
+							  const char **other);
 
 /* merge.c: raise the error hx_merge would raise for writes (hx_stage too) */
 extern PGDLLEXPORT Datum hx_check_writes(PG_FUNCTION_ARGS);
 
 /* Set-up at module load, each module registering its own settings */
+extern void hx_ops_init(void);
 extern void hx_phase_init(void);
 extern void hx_stream_init(void);
 extern void hx_step_init(void);

@@ -608,73 +608,14 @@ error_type_conflict(Verb verb, const HxPointer *ptr, HxNode *found)
  */
 
 /*
- * Where an op writes: the container that holds the target (NULL for the
- * root) and, for an array, the target's index.
- */
-typedef struct Target
-{
-	HxNode	  **rootp;
-	const HxPointer *ptr;
-	HxNode	   *parent;			/* unpacked object or array, or NULL */
-	int			index;			/* when parent is an array */
-} Target;
-
-/*
- * Find the target of ptr, creating missing parent objects.  The parent of
- * an existing array element is fine; a new member of an array is not
- * (arrays grow by append, union, upsert and "add .../-").
+ * Find the target of ptr (pointer.c), creating missing parent objects.
+ * The parent of an existing array element is fine; a new member of an
+ * array is not (arrays grow by append, union, upsert and "add .../-").
  */
 static void
-target_locate(Target *t, HxNode **rootp, const HxPointer *ptr)
+target_locate(HxTarget *t, HxNode **rootp, const HxPointer *ptr)
 {
-	t->rootp = rootp;
-	t->ptr = ptr;
-	t->parent = NULL;
-	t->index = -1;
-	if (ptr->ntokens == 0)
-		return;
-	t->parent = hx_walk(rootp, ptr, ptr->ntokens - 1, HX_WALK_CREATE);
-	if (t->parent->kind == HX_ARRAY)
-		t->index = hx_array_position(t->parent, ptr, ptr->ntokens - 1,
-									 false, false);
-	else if (t->parent->kind != HX_OBJECT)
-		hx_error_cannot_create(ptr, ptr->ntokens - 1, t->parent);
-}
-
-/*
- * The node at the target, or NULL when the member does not exist; for_edit
- * when the caller may change it in place.
- */
-static HxNode *
-target_get(Target *t, bool for_edit)
-{
-	const HxToken *last;
-	HxNode	  **slot;
-
-	if (t->parent == NULL)
-		return *t->rootp;
-	if (t->parent->kind == HX_ARRAY)
-		return for_edit ? hx_array_edit_elem(t->parent, t->index) :
-			t->parent->u.arr.elems[t->index];
-	last = &t->ptr->tokens[t->ptr->ntokens - 1];
-	slot = hx_object_find(t->parent, last->s, last->len);
-	return slot ? *slot : NULL;
-}
-
-static void
-target_set(Target *t, HxNode *value)
-{
-	const HxToken *last;
-
-	if (t->parent == NULL)
-		*t->rootp = value;
-	else if (t->parent->kind == HX_ARRAY)
-		hx_array_set(t->parent, t->index, value);
-	else
-	{
-		last = &t->ptr->tokens[t->ptr->ntokens - 1];
-		hx_object_set(t->parent, last->s, last->len, value);
-	}
+	hx_target_locate(t, rootp, ptr, HX_WALK_CREATE, HX_TARGET_SET);
 }
 
 /*
@@ -682,16 +623,16 @@ target_set(Target *t, HxNode *value)
  * when create); verb names the op for a type conflict.
  */
 static HxNode *
-target_array(Target *t, Verb verb, bool create)
+target_array(HxTarget *t, Verb verb, bool create)
 {
-	HxNode	   *arr = target_get(t, true);
+	HxNode	   *arr = hx_target_get(t, true);
 
 	if (arr == NULL)
 	{
 		if (!create)
 			return NULL;
 		arr = hx_node_new_array(0);
-		target_set(t, arr);
+		hx_target_put(t, arr, false);
 	}
 	else if (hx_node_shape(arr) != HXS_ARRAY)
 		error_type_conflict(verb, t->ptr, arr);
@@ -705,15 +646,15 @@ target_array(Target *t, Verb verb, bool create)
  */
 
 static void
-op_append(Target *t, HxNode *items)
+op_append(HxTarget *t, HxNode *items)
 {
-	HxNode	   *arr = target_get(t, false);
+	HxNode	   *arr = hx_target_get(t, false);
 	int			i;
 
 	if (arr == NULL)
 	{
 		/* a new array: the items themselves */
-		target_set(t, items);
+		hx_target_put(t, items, false);
 		return;
 	}
 	arr = target_array(t, V_APPEND, true);
@@ -722,7 +663,7 @@ op_append(Target *t, HxNode *items)
 }
 
 static void
-op_union(HxOpList *ops, MergeState *ms, Target *t, HxNode *items)
+op_union(HxOpList *ops, MergeState *ms, HxTarget *t, HxNode *items)
 {
 	HxNode	   *arr = target_array(t, V_UNION, true);
 	ElemSet    *set = elemset_for(ms, ops->treecxt, arr, NULL, 0);
@@ -769,7 +710,7 @@ upsert_keys(HxNode *items, const char *key, int keylen)
 }
 
 static void
-op_upsert(HxOpList *ops, MergeState *ms, Target *t, MergeArgs *a)
+op_upsert(HxOpList *ops, MergeState *ms, HxTarget *t, MergeArgs *a)
 {
 	HxNode	   *items = a->items;
 	HxNode	  **keys = a->itemkeys;
@@ -810,7 +751,7 @@ op_discard(HxOpList *ops, MergeState *ms, MergeArgs *a)
 	HxNode	   *wanted = a->items ? a->items : a->keys;
 	const char *key = a->items ? NULL : a->key;
 	int			keylen = a->items ? 0 : a->keylen;
-	Target		t;
+	HxTarget	t;
 	HxNode	   *arr;
 	ElemSet    *set;
 	bool	   *keep;
@@ -862,7 +803,7 @@ op_discard(HxOpList *ops, MergeState *ms, MergeArgs *a)
 }
 
 static void
-op_clear(Target *t)
+op_clear(HxTarget *t)
 {
 	HxNode	   *arr = target_array(t, V_CLEAR, true);
 
@@ -870,15 +811,15 @@ op_clear(Target *t)
 }
 
 static void
-op_increment(Target *t, HxNode *by)
+op_increment(HxTarget *t, HxNode *by)
 {
 	HxNode	   *cur;
 	Datum		sum;
 
-	cur = target_get(t, false);
+	cur = hx_target_get(t, false);
 	if (cur == NULL)
 	{
-		target_set(t, by);
+		hx_target_put(t, by, false);
 		return;
 	}
 	if (hx_node_shape(cur) != HXS_NUMBER)
@@ -886,7 +827,7 @@ op_increment(Target *t, HxNode *by)
 	sum = DirectFunctionCall2(numeric_add,
 							  NumericGetDatum(cur->u.scalar.val.numeric),
 							  NumericGetDatum(by->u.scalar.val.numeric));
-	target_set(t, hx_node_new_numeric(DatumGetNumeric(sum)));
+	hx_target_put(t, hx_node_new_numeric(DatumGetNumeric(sum)), false);
 }
 
 /* ---------------------------------------------------------------------
@@ -1242,7 +1183,7 @@ apply_merge_op(HxOpList *ops, JsonbContainer *op, void *arg)
 {
 	MergeState *ms = (MergeState *) arg;
 	MergeArgs	a;
-	Target		t;
+	HxTarget	t;
 
 	if (ms->scratch == NULL)
 		ms->scratch = AllocSetContextCreate(ops->treecxt, "hx_merge lookups",
@@ -1286,14 +1227,14 @@ apply_merge_op(HxOpList *ops, JsonbContainer *op, void *arg)
 			if (null_removes(&ops->root, &a.path, a.value))
 				break;
 			target_locate(&t, &ops->root, &a.path);
-			target_set(&t, a.value);
+			hx_target_put(&t, a.value, false);
 			break;
 
 		case M_MERGE:
 			if (null_removes(&ops->root, &a.path, a.value))
 				break;
 			target_locate(&t, &ops->root, &a.path);
-			target_set(&t, merge_patch(target_get(&t, true), a.value));
+			hx_target_put(&t, merge_patch(hx_target_get(&t, true), a.value), false);
 			break;
 
 		case M_DELETE:

@@ -17,11 +17,15 @@
  *	  bytes they add; once the document could be over jsonb's limit, its
  *	  exact size is measured, and a document over the limit stops with
  *	  54000 there, not gigabytes later;
- *	- memory: everything an op list allocates lives in one context.  When
- *	  that holds several times what the document and the op list need
- *	  (copies and unpacked containers that were later removed), the tree is
- *	  encoded into a fresh context and the old one is freed, so peak memory
- *	  stays within a small multiple of the input and the result.
+ *	- memory: everything an op list allocates lives in one context, the
+ *	  tree's.  When that holds several times what the document and the op
+ *	  list need (copies and unpacked containers that were later removed,
+ *	  op lists applied long ago), the tree is encoded into a fresh context
+ *	  and the old one is freed, so peak memory stays within a small
+ *	  multiple of the input and the result.  That rebuilding, compaction,
+ *	  happens only between two operations, and frees only the engine's own
+ *	  memory: the memory contract in ops.h says who owns what, and what a
+ *	  caller may hold across an operation.
  *
  * src/ops.c
  *
@@ -30,17 +34,46 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "ops.h"
 
-/* The tree is rebuilt when its context passes this, plus a few times the
- * document and the input; doubled when rebuilding does not free much */
-#define COMPACT_FLOOR_INITIAL	((Size) 64 * 1024 * 1024)
+/*
+ * The tree is rebuilt when its context passes hxstate.compaction_threshold
+ * (kB), plus a few times the document and the input; the threshold is
+ * doubled for the rest of the op list when rebuilding does not free much.
+ */
+#define COMPACT_THRESHOLD_DEFAULT	(64 * 1024)	/* kB: 64 MB */
+#define COMPACT_THRESHOLD_MIN		64	/* kB */
 #define COMPACT_FACTOR			3
 /* Rebuilds closer together than this many operations mean a working set
  * larger than the threshold: raise it instead of rebuilding again */
 #define COMPACT_MIN_DISTANCE	8
+
+static int	compaction_threshold = COMPACT_THRESHOLD_DEFAULT;
+
+/*
+ * hxstate.compaction_threshold: a developer option, left out of
+ * postgresql.conf.sample and SHOW ALL.  Tests set it low to exercise
+ * compaction on small documents and short logs; it changes when memory is
+ * given back, never a result.  Any role may set it: a low value costs only
+ * that session's CPU (re-encoding its own documents more often, bounded by
+ * the doubling above), a high one only its own memory, as work_mem does.
+ */
+void
+hx_ops_init(void)
+{
+	DefineCustomIntVariable("hxstate.compaction_threshold",
+							"Memory an op list's tree may hold, beyond three times its document and input, before it is rebuilt.",
+							"A developer option: tests lower it to exercise the rebuilding of the tree on small inputs.",
+							&compaction_threshold,
+							COMPACT_THRESHOLD_DEFAULT, COMPACT_THRESHOLD_MIN,
+							MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB | GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							NULL, NULL, NULL);
+}
 
 /* ---------------------------------------------------------------------
  * The error context
@@ -100,10 +133,11 @@ set_compact_threshold(HxOpList *ops, Size *threshold)
 }
 
 /*
- * Start editing doc: the tree lives in a context of its own, under the
- * current one.  input_size is the size of the op list (or patch) that
- * will be applied; reset (if not NULL) is called with reset_arg when the
- * tree is rebuilt.
+ * Start editing doc, which stays the caller's and must stay valid until
+ * hx_ops_end: the tree lives in a context of its own, under the current
+ * one.  input_size is the size of the op list (or patch) that will be
+ * applied; reset (if not NULL) is called with reset_arg when the tree is
+ * rebuilt.
  */
 void
 hx_ops_begin(HxOpList *ops, HxOpsKind kind, Jsonb *doc, Size input_size,
@@ -120,7 +154,7 @@ hx_ops_begin(HxOpList *ops, HxOpsKind kind, Jsonb *doc, Size input_size,
 										 ALLOCSET_DEFAULT_SIZES);
 	ops->input_size = input_size;
 	ops->known_size = VARSIZE(doc) - VARHDRSZ;
-	ops->compact_floor = COMPACT_FLOOR_INITIAL;
+	ops->compact_floor = (Size) compaction_threshold * 1024;
 	ops->reset = reset;
 	ops->reset_arg = reset_arg;
 	oldcxt = MemoryContextSwitchTo(ops->treecxt);
@@ -130,7 +164,10 @@ hx_ops_begin(HxOpList *ops, HxOpsKind kind, Jsonb *doc, Size input_size,
 
 /*
  * Rebuild the tree from its encoding in a fresh context, freeing
- * everything the old one held that the document no longer uses.
+ * everything the old one held that the document no longer uses.  Called
+ * between two operations only; the op list being applied, when it is the
+ * engine's copy, moves to the new context.  Nothing outside the tree's
+ * context is touched (ops.h: the memory contract).
  */
 static void
 compact(HxOpList *ops)
@@ -141,6 +178,13 @@ compact(HxOpList *ops)
 	newcxt = AllocSetContextCreate(ops->parentcxt, "hxstate tree",
 								   ALLOCSET_DEFAULT_SIZES);
 	jb = hx_node_to_jsonb(ops->root, newcxt);
+	if (ops->copy != NULL)
+	{
+		JsonbContainer *moved = MemoryContextAllocHuge(newcxt, ops->copylen);
+
+		memcpy(moved, ops->copy, ops->copylen);
+		ops->copy = moved;
+	}
 	MemoryContextSwitchTo(newcxt);
 	MemoryContextDelete(ops->treecxt);
 	ops->treecxt = newcxt;
@@ -188,11 +232,12 @@ check_bounds(HxOpList *ops, Size *threshold)
 /*
  * Apply every operation of list (a JSON array) to ops->root, in order,
  * with apply_op; arg is passed on.  Everything is allocated in the tree's
- * context.
+ * context.  When list is the engine's copy (ops->copy), compaction may
+ * move it between two operations: the loop follows it.
  */
-void
-hx_ops_apply(HxOpList *ops, JsonbContainer *list, HxApplyOpFn apply_op,
-			 void *arg)
+static void
+apply_list(HxOpList *ops, JsonbContainer *list, HxApplyOpFn apply_op,
+		   void *arg)
 {
 	HxContainerIter it;
 	int			n = JsonContainerSize(list);
@@ -230,10 +275,51 @@ hx_ops_apply(HxOpList *ops, JsonbContainer *list, HxApplyOpFn apply_op,
 		ops->index = -1;
 		ops->path = ops->from = NULL;
 		check_bounds(ops, &threshold);
+		if (ops->copy != NULL && ops->copy != list)
+		{
+			list = ops->copy;
+			hx_citer_init(&it, list, i + 1);
+		}
 	}
 
 	MemoryContextSwitchTo(oldcxt);
 	error_context_stack = errcallback.previous;
+}
+
+/*
+ * Apply list, which the caller keeps valid until hx_ops_end (the tree may
+ * point into it).
+ */
+void
+hx_ops_apply(HxOpList *ops, JsonbContainer *list, HxApplyOpFn apply_op,
+			 void *arg)
+{
+	Assert(ops->copy == NULL);
+	apply_list(ops, list, apply_op, arg);
+}
+
+/*
+ * Apply list (len bytes), which the caller may free as soon as this
+ * returns: the engine applies a copy of its own, in the tree's memory,
+ * which compaction frees once the tree no longer points into it.  While
+ * it is applied, the copy counts as the input, so that a list larger
+ * than the threshold does not make every operation rebuild the tree.
+ * (After an error, as after any, the HxOpList is not used again.)
+ */
+void
+hx_ops_apply_copy(HxOpList *ops, JsonbContainer *list, uint32 len,
+				  HxApplyOpFn apply_op, void *arg)
+{
+	Size		input_size = ops->input_size;
+
+	Assert(ops->copy == NULL);
+	ops->copy = MemoryContextAllocHuge(ops->treecxt, len);
+	ops->copylen = len;
+	memcpy(ops->copy, list, len);
+	ops->input_size = Max(input_size, len);
+	apply_list(ops, ops->copy, apply_op, arg);
+	ops->input_size = input_size;
+	ops->copy = NULL;
 }
 
 /*
@@ -258,6 +344,15 @@ hx_ops_end(HxOpList *ops, MemoryContext resultcxt)
 	ops->treecxt = NULL;
 	ops->root = NULL;
 	return result;
+}
+
+/* The tree's memory freed, without a result: the caller starts over */
+void
+hx_ops_abandon(HxOpList *ops)
+{
+	MemoryContextDelete(ops->treecxt);
+	ops->treecxt = NULL;
+	ops->root = NULL;
 }
 
 /* ---------------------------------------------------------------------

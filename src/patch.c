@@ -66,74 +66,100 @@ strict_add(HxNode **rootp, const HxPointer *path, HxNode *value)
 static void
 strict_replace(HxNode **rootp, const HxPointer *path, HxNode *value)
 {
-	HxNode	   *parent;
-	const HxToken *last;
+	HxTarget	t;
 
-	if (path->ntokens == 0)
-	{
-		*rootp = value;
-		return;
-	}
-	parent = hx_walk(rootp, path, path->ntokens - 1, HX_WALK_STRICT);
-	last = &path->tokens[path->ntokens - 1];
-	if (parent->kind == HX_OBJECT)
-	{
-		if (hx_object_find(parent, last->s, last->len) == NULL)
-			hx_error_missing(path, path->ntokens - 1, parent);
-		hx_object_set(parent, last->s, last->len, value);
-	}
-	else if (parent->kind == HX_ARRAY)
-		hx_array_set(parent,
-					 hx_array_position(parent, path, path->ntokens - 1,
-									   false, false),
-					 value);
-	else
-		hx_error_missing(path, path->ntokens - 1, parent);
+	hx_target_locate(&t, rootp, path, HX_WALK_STRICT, HX_TARGET_EXISTING);
+	hx_target_put(&t, value, false);
 }
 
-static void
-apply_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
+/* An operation, read */
+typedef struct PatchArgs
 {
 	PatchOp		kind;
 	HxPointer	path;
-	HxPointer	from;
+	HxPointer	from;			/* move, copy */
+	HxNode	   *value;			/* add, replace, test */
+} PatchArgs;
 
-	kind = (PatchOp) hx_op_name(ops, op, patch_op_names,
-								lengthof(patch_op_names));
-	hx_op_get_pointer(ops, op, HX_PTR_PATH, &path);
-
-	switch (kind)
+/*
+ * Read an operation: its name, pointers and value, and what it may not do
+ * whatever the document is (remove the whole document, move a value into
+ * its own child).
+ */
+static void
+parse_patch_op(HxOpList *ops, JsonbContainer *op, PatchArgs *a)
+{
+	a->kind = (PatchOp) hx_op_name(ops, op, patch_op_names,
+								   lengthof(patch_op_names));
+	hx_op_get_pointer(ops, op, HX_PTR_PATH, &a->path);
+	a->value = NULL;
+	switch (a->kind)
 	{
 		case OP_ADD:
-			strict_add(&ops->root, &path, hx_op_get_value(op, "value", true));
+		case OP_REPLACE:
+		case OP_TEST:
+			a->value = hx_op_get_value(op, "value", true);
 			break;
 
 		case OP_REMOVE:
-			if (path.ntokens == 0)
+			if (a->path.ntokens == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_HX_MALFORMED),
 						 errmsg("cannot remove the whole document"),
 						 errhint("Use \"replace\" with path \"\" to change the whole document.")));
-			(void) hx_remove_at(&ops->root, &path, false);
-			break;
-
-		case OP_REPLACE:
-			strict_replace(&ops->root, &path, hx_op_get_value(op, "value", true));
 			break;
 
 		case OP_MOVE:
 		case OP_COPY:
-			hx_op_get_from(ops, op, &path, kind == OP_MOVE, &from);
-			hx_op_move_copy(ops, &from, &path, kind == OP_MOVE, strict_add);
-			break;
-
-		case OP_TEST:
-			hx_op_test(ops, &path, hx_op_get_value(op, "value", true));
+			hx_op_get_from(ops, op, &a->path, a->kind == OP_MOVE, &a->from);
 			break;
 
 		case NUM_PATCH_OPS:
 			pg_unreachable();
 	}
+}
+
+static void
+apply_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
+{
+	PatchArgs	a;
+
+	parse_patch_op(ops, op, &a);
+	switch (a.kind)
+	{
+		case OP_ADD:
+			strict_add(&ops->root, &a.path, a.value);
+			break;
+
+		case OP_REMOVE:
+			(void) hx_remove_at(&ops->root, &a.path, false);
+			break;
+
+		case OP_REPLACE:
+			strict_replace(&ops->root, &a.path, a.value);
+			break;
+
+		case OP_MOVE:
+		case OP_COPY:
+			hx_op_move_copy(ops, &a.from, &a.path, a.kind == OP_MOVE, strict_add);
+			break;
+
+		case OP_TEST:
+			hx_op_test(ops, &a.path, a.value);
+			break;
+
+		case NUM_PATCH_OPS:
+			pg_unreachable();
+	}
+}
+
+/* Read an operation without applying it (for hx_patch_check) */
+static void
+check_patch_op(HxOpList *ops, JsonbContainer *op, void *arg)
+{
+	PatchArgs	a;
+
+	parse_patch_op(ops, op, &a);
 }
 
 PG_FUNCTION_INFO_V1(hx_patch);
@@ -156,12 +182,32 @@ hx_patch(PG_FUNCTION_ARGS)
 }
 
 /*
- * Apply an RFC 6902 patch (a JSON array) to ops's tree, strictly, as
- * hx_patch does: for a caller that applies many patches to one document
+ * Apply an RFC 6902 patch (a JSON array of len bytes) to ops's tree,
+ * strictly, as hx_patch does: for a caller that applies many patches to
+ * one document, one at a time, and frees each once it is applied
  * (hx_stream_state_at replaying a stream's deltas).
  */
 void
-hx_patch_apply(HxOpList *ops, JsonbContainer *patch)
+hx_patch_apply_copy(HxOpList *ops, JsonbContainer *patch, uint32 len)
 {
-	hx_ops_apply(ops, patch, apply_patch_op, NULL);
+	hx_ops_apply_copy(ops, patch, len, apply_patch_op, NULL);
+}
+
+/*
+ * Raise the error hx_patch would raise for patch whatever the document:
+ * a malformed patch, operation, member or pointer (hx_stream_send checks a
+ * delta before logging it).  What depends on the document (a path that
+ * does not exist, a failed test) is left to applying it.
+ */
+void
+hx_patch_check(Jsonb *patch)
+{
+	JsonbContainer *list = get_op_list(patch);
+	HxOpList	ops;
+
+	hx_ops_begin(&ops, HX_OPS_PATCH,
+				 hx_node_to_jsonb(hx_node_new_object(0), CurrentMemoryContext),
+				 VARSIZE(patch), NULL, NULL);
+	hx_ops_apply(&ops, list, check_patch_op, NULL);
+	(void) hx_ops_end(&ops, CurrentMemoryContext);
 }

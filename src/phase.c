@@ -392,8 +392,26 @@ errdetail_no_edge(Machine *m, const char *phase)
 	if (edges[0] == '\0')
 		return errdetail("In state machine \"%s\", phase \"%s\" is final.",
 						 m->name, phase);
-	return errdetail("In state machine \"%s\", phase \"%s\" allows: %s.",
+	return errdetail("In state machine \"%s\", phase \"%s\" allows %s.",
 					 m->name, phase, edges);
+}
+
+/* The detail of a row's phase that cannot move from oldphase to newshown */
+static int
+errdetail_moves(Machine *m, const char *oldphase, const char *oldshown,
+				const char *newshown)
+{
+	char	   *edges;
+
+	if (!is_phase(m, oldphase))
+		return errdetail("It cannot move from %s to %s: %s is not a phase of state machine \"%s\".",
+						 oldshown, newshown, oldshown, m->name);
+	edges = edges_from(m, oldphase);
+	if (edges[0] == '\0')
+		return errdetail("It cannot move from %s to %s: in state machine \"%s\", phase \"%s\" is final.",
+						 oldshown, newshown, m->name, oldphase);
+	return errdetail("It cannot move from %s to %s: in state machine \"%s\", phase \"%s\" allows %s.",
+					 oldshown, newshown, m->name, oldphase, edges);
 }
 
 /* ---------------------------------------------------------------------
@@ -415,7 +433,7 @@ hx_next_phase(PG_FUNCTION_ARGS)
 	if (t == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_INVALID_TRANSITION),
-				 errmsg("invalid transition: phase=%s, event=%s",
+				 errmsg("invalid transition from phase \"%s\" on event \"%s\"",
 						hx_clip(phase), hx_clip(event)),
 				 errdetail_no_edge(m, phase)));
 	PG_RETURN_TEXT_P(cstring_to_text(t->to));
@@ -511,23 +529,44 @@ phase_text(HeapTuple tuple, TupleDesc desc, AttrNumber attnum, Oid typoutput)
 	return isnull ? NULL : OidOutputFunctionCall(typoutput, d);
 }
 
+/*
+ * The phase column's value for a message: NULL when the current user may
+ * not read it (hx_value_text_for), as the other guards decide.
+ */
+static char *
+phase_shown(Relation rel, HeapTuple tuple, PhaseArgs *args)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, args->attnum, RelationGetDescr(rel), &isnull);
+
+	return hx_value_text_for(rel, args->attnum, args->typoutput, d, isnull);
+}
+
 PG_FUNCTION_INFO_V1(hx_phase_guard);
 
+/*
+ * The messages name the column and the relation, and show the phases in
+ * the detail only to a role that may read them: the machine's edges out
+ * of the old phase would tell it too.
+ */
 Datum
 hx_phase_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = hx_row_check_trigger_data(fcinfo, "hx_phase_guard");
+	TriggerData *trigdata = hx_row_check_trigger_data(fcinfo, "hx_phase_guard", false);
 	PhaseArgs  *args = hx_trigger_args(fcinfo, trigdata, parse_phase_args);
 	Trigger    *tg = trigdata->tg_trigger;
 	Relation	rel = trigdata->tg_relation;
 	TupleDesc	desc = RelationGetDescr(rel);
+	const char *colname = NameStr(TupleDescAttr(desc, args->attnum - 1)->attname);
 	Machine    *m = find_machine(args->machine);
 	bool		is_update = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event);
+	HeapTuple	newtup = is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	char	   *oldphase = NULL;
 	char	   *newphase;
+	char	   *oldshown;
+	char	   *newshown;
 
-	newphase = phase_text(is_update ? trigdata->tg_newtuple : trigdata->tg_trigtuple,
-						  desc, args->attnum, args->typoutput);
+	newphase = phase_text(newtup, desc, args->attnum, args->typoutput);
 	if (is_update)
 		oldphase = phase_text(trigdata->tg_trigtuple, desc, args->attnum,
 							  args->typoutput);
@@ -537,10 +576,14 @@ hx_phase_guard(PG_FUNCTION_ARGS)
 		/* a new row, or one that never had a phase: it starts */
 		if (newphase != NULL && strcmp(newphase, m->initial) == 0)
 			return hx_trigger_return(trigdata);
+		newshown = phase_shown(rel, newtup, args);
 		ereport(ERROR,
 				(errcode(ERRCODE_HX_INVALID_TRANSITION),
-				 errmsg("invalid initial phase: phase=%s",
-						newphase ? hx_clip(newphase) : "NULL"),
+				 errmsg("invalid initial phase in column \"%s\" of relation \"%s\"",
+						colname, RelationGetRelationName(rel)),
+				 newshown ?
+				 errdetail("It is %s, and state machine \"%s\" starts in phase \"%s\".",
+						   newshown, m->name, m->initial) :
 				 errdetail("State machine \"%s\" starts in phase \"%s\".",
 						   m->name, m->initial),
 				 hx_errtablecolconstraint(rel, args->attnum, tg->tgname)));
@@ -550,11 +593,21 @@ hx_phase_guard(PG_FUNCTION_ARGS)
 		(strcmp(oldphase, newphase) == 0 || has_move(m, oldphase, newphase)))
 		return hx_trigger_return(trigdata);
 
+	oldshown = phase_shown(rel, trigdata->tg_trigtuple, args);
+	newshown = phase_shown(rel, newtup, args);
+	if (oldshown && newshown)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_INVALID_TRANSITION),
+				 errmsg("invalid transition in column \"%s\" of relation \"%s\"",
+						colname, RelationGetRelationName(rel)),
+				 errdetail_moves(m, oldphase, oldshown, newshown),
+				 hx_errtablecolconstraint(rel, args->attnum, tg->tgname)));
 	ereport(ERROR,
 			(errcode(ERRCODE_HX_INVALID_TRANSITION),
-			 errmsg("invalid transition: phase=%s, next=%s",
-					hx_clip(oldphase), newphase ? hx_clip(newphase) : "NULL"),
-			 errdetail_no_edge(m, oldphase),
+			 errmsg("invalid transition in column \"%s\" of relation \"%s\"",
+					colname, RelationGetRelationName(rel)),
+			 errdetail("Its new value follows no edge of state machine \"%s\" from its old one.",
+					   m->name),
 			 hx_errtablecolconstraint(rel, args->attnum, tg->tgname)));
 	return hx_trigger_return(trigdata); /* keep compiler quiet */
 }

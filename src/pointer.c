@@ -400,6 +400,90 @@ hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, bool strict_index)
 }
 
 /*
+ * Locate the target of ptr for an edit: walk to its parent (unpacking, and
+ * creating missing objects in HX_WALK_CREATE mode), then check what its
+ * last token names there against mode.  What cannot be a target is
+ * reported: a path through a scalar (missing, or cannot be created), a
+ * missing member or an index out of range where one must exist, an
+ * invalid index.
+ */
+void
+hx_target_locate(HxTarget *t, HxNode **rootp, const HxPointer *ptr,
+				 HxWalkMode walk, HxTargetMode mode)
+{
+	int			depth = ptr->ntokens - 1;
+
+	t->rootp = rootp;
+	t->ptr = ptr;
+	t->parent = NULL;
+	t->key = NULL;
+	t->index = -1;
+	if (ptr->ntokens == 0)
+		return;
+	t->parent = hx_walk(rootp, ptr, depth, walk);
+	t->key = &ptr->tokens[depth];
+	if (t->parent->kind == HX_ARRAY)
+		t->index = hx_array_position(t->parent, ptr, depth,
+									 mode == HX_TARGET_INSERT,
+									 mode == HX_TARGET_INSERT);
+	else if (t->parent->kind != HX_OBJECT)
+	{
+		if (walk == HX_WALK_CREATE)
+			hx_error_cannot_create(ptr, depth, t->parent);
+		hx_error_missing(ptr, depth, t->parent);
+	}
+	else if (mode == HX_TARGET_EXISTING &&
+			 hx_object_find(t->parent, t->key->s, t->key->len) == NULL)
+		hx_error_missing(ptr, depth, t->parent);
+}
+
+/*
+ * The node at the target, or NULL when the member does not exist; for_edit
+ * when the caller may change it in place.
+ */
+HxNode *
+hx_target_get(const HxTarget *t, bool for_edit)
+{
+	HxNode	  **slot;
+
+	if (t->parent == NULL)
+		return *t->rootp;
+	if (t->parent->kind == HX_ARRAY)
+		return for_edit ? hx_array_edit_elem(t->parent, t->index) :
+			t->parent->u.arr.elems[t->index];
+	slot = hx_object_find(t->parent, t->key->s, t->key->len);
+	return slot ? *slot : NULL;
+}
+
+/*
+ * Put value at the target: the root or an object member is replaced; in
+ * an array, value goes in before the element at the position (insert) or
+ * in its place.
+ */
+void
+hx_target_put(const HxTarget *t, HxNode *value, bool insert)
+{
+	if (t->parent == NULL)
+		*t->rootp = value;
+	else if (t->parent->kind == HX_OBJECT)
+		hx_object_set(t->parent, t->key->s, t->key->len, value);
+	else if (insert)
+		hx_array_insert(t->parent, t->index, value);
+	else
+		hx_array_set(t->parent, t->index, value);
+}
+
+/* Remove and return the node at an existing target other than the root */
+HxNode *
+hx_target_remove(const HxTarget *t)
+{
+	Assert(t->parent != NULL);
+	if (t->parent->kind == HX_OBJECT)
+		return hx_object_remove(t->parent, t->key->s, t->key->len);
+	return hx_array_remove(t->parent, t->index);
+}
+
+/*
  * RFC 6902 "add" of value at ptr: replaces the root or an object member,
  * inserts into an array ("-" appends).  The parent must exist in
  * HX_WALK_STRICT mode; HX_WALK_CREATE creates missing parent objects.
@@ -407,27 +491,10 @@ hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens, bool strict_index)
 void
 hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value, HxWalkMode mode)
 {
-	HxNode	   *parent;
-	const HxToken *last;
+	HxTarget	t;
 
-	if (ptr->ntokens == 0)
-	{
-		*rootp = value;
-		return;
-	}
-	parent = hx_walk(rootp, ptr, ptr->ntokens - 1, mode);
-	last = &ptr->tokens[ptr->ntokens - 1];
-	if (parent->kind == HX_OBJECT)
-		hx_object_set(parent, last->s, last->len, value);
-	else if (parent->kind == HX_ARRAY)
-		hx_array_insert(parent,
-						hx_array_position(parent, ptr, ptr->ntokens - 1,
-										  true, true),
-						value);
-	else if (mode == HX_WALK_CREATE)
-		hx_error_cannot_create(ptr, ptr->ntokens - 1, parent);
-	else
-		hx_error_missing(ptr, ptr->ntokens - 1, parent);
+	hx_target_locate(&t, rootp, ptr, mode, HX_TARGET_INSERT);
+	hx_target_put(&t, value, true);
 }
 
 /*
@@ -438,26 +505,11 @@ hx_add_at(HxNode **rootp, const HxPointer *ptr, HxNode *value, HxWalkMode mode)
 HxNode *
 hx_remove_at(HxNode **rootp, const HxPointer *ptr, bool missing_ok)
 {
-	HxNode	   *parent;
-	const HxToken *last;
-	int			depth = ptr->ntokens - 1;
+	HxTarget	t;
 
 	Assert(ptr->ntokens > 0);
 	if (missing_ok && hx_lookup(*rootp, ptr, ptr->ntokens, true) == NULL)
 		return NULL;
-	parent = hx_walk(rootp, ptr, depth, HX_WALK_STRICT);
-	last = &ptr->tokens[depth];
-	if (parent->kind == HX_OBJECT)
-	{
-		HxNode	   *removed = hx_object_remove(parent, last->s, last->len);
-
-		if (removed == NULL)
-			hx_error_missing(ptr, depth, parent);
-		return removed;
-	}
-	if (parent->kind == HX_ARRAY)
-		return hx_array_remove(parent,
-							   hx_array_position(parent, ptr, depth,
-												 false, false));
-	hx_error_missing(ptr, depth, parent);
+	hx_target_locate(&t, rootp, ptr, HX_WALK_STRICT, HX_TARGET_EXISTING);
+	return hx_target_remove(&t);
 }

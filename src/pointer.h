@@ -62,6 +62,36 @@ typedef enum HxWalkMode
 
 extern HxNode *hx_walk(HxNode **rootp, const HxPointer *ptr, int ntokens,
 					   HxWalkMode mode);
+
+/*
+ * The place a pointer names, for an edit: the unpacked object or array
+ * that holds (or is to hold) the value, and the member or position there;
+ * the root itself when the pointer is empty.
+ */
+typedef struct HxTarget
+{
+	HxNode	  **rootp;
+	const HxPointer *ptr;
+	HxNode	   *parent;			/* unpacked object or array; NULL: the root */
+	const HxToken *key;			/* the pointer's last token */
+	int			index;			/* the position, when parent is an array */
+} HxTarget;
+
+/* What the last token of a target may name */
+typedef enum HxTargetMode
+{
+	HX_TARGET_EXISTING,			/* an existing member or element (replace,
+								 * remove) */
+	HX_TARGET_SET,				/* any member, an existing element (hx_merge) */
+	HX_TARGET_INSERT			/* any member, a position up to the array's
+								 * size, or "-" (add) */
+} HxTargetMode;
+
+extern void hx_target_locate(HxTarget *t, HxNode **rootp, const HxPointer *ptr,
+							 HxWalkMode walk, HxTargetMode mode);
+extern HxNode *hx_target_get(const HxTarget *t, bool for_edit);
+extern void hx_target_put(const HxTarget *t, HxNode *value, bool insert);
+extern HxNode *hx_target_remove(const HxTarget *t);
 extern HxNode *hx_lookup(HxNode *root, const HxPointer *ptr, int ntokens,
 						 bool strict_index);
 extern int	hx_array_position(HxNode *arr, const HxPointer *ptr, int depth,

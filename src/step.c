@@ -63,9 +63,11 @@
 #include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
 #include "hxstate.h"
@@ -144,6 +146,7 @@ static struct
  * tables that stages or promotes, nested).
  */
 static SPIPlanPtr step_plans[NUM_STEP_QUERIES];
+static char *step_sql[NUM_STEP_QUERIES];	/* the statements, for messages */
 static Oid	plans_nsp = InvalidOid;
 static Oid	step_relid = InvalidOid;
 static Oid	call_relid = InvalidOid;
@@ -157,10 +160,83 @@ step_relcache_callback(Datum arg, Oid relid)
 		step_invals++;
 }
 
+/*
+ * The streams whose steps each statement of this transaction promoted, by
+ * the statement's command id: hx_stream checks that a row the statement
+ * changed is a row of one of them, so that a step is not promoted into
+ * another stream's row.  In TopTransactionContext, forgotten at the end of
+ * the transaction; a statement's promotes are few, one per row it changes.
+ */
+typedef struct PromotedEntry
+{
+	CommandId	cid;			/* hash key */
+	List	   *streams;		/* char *, each once */
+} PromotedEntry;
+
+static HTAB *promoted = NULL;
+
+static void
+step_xact_callback(XactEvent event, void *arg)
+{
+	/* at the end (deferred triggers have fired); the memory goes with it */
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		promoted = NULL;
+}
+
 void
 hx_step_init(void)
 {
 	CacheRegisterRelcacheCallback(step_relcache_callback, (Datum) 0);
+	RegisterXactCallback(step_xact_callback, NULL);
+}
+
+/* Remember that the statement cid promoted a step of stream */
+static void
+remember_promoted(CommandId cid, const char *stream)
+{
+	PromotedEntry *entry;
+	MemoryContext oldcxt;
+	ListCell   *lc;
+	bool		found;
+
+	oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+	if (promoted == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(CommandId);
+		ctl.entrysize = sizeof(PromotedEntry);
+		ctl.hcxt = TopTransactionContext;
+		promoted = hash_create("hxstate promoted streams", 16, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(promoted, &cid, HASH_ENTER, &found);
+	if (!found)
+		entry->streams = NIL;
+	foreach(lc, entry->streams)
+		if (strcmp((char *) lfirst(lc), stream) == 0)
+			break;
+	if (lc == NULL)
+		entry->streams = lappend(entry->streams, pstrdup(stream));
+	MemoryContextSwitchTo(oldcxt);
+}
+
+HxPromoted
+hx_promoted(CommandId cid, const char *stream, const char **other)
+{
+	PromotedEntry *entry;
+	ListCell   *lc;
+
+	if (promoted == NULL ||
+		(entry = hash_search(promoted, &cid, HASH_FIND, NULL)) == NULL)
+		return HX_PROMOTED_NONE;
+	foreach(lc, entry->streams)
+		if (strcmp((char *) lfirst(lc), stream) == 0)
+			return HX_PROMOTED_STREAM;
+	*other = linitial(entry->streams);
+	return HX_PROMOTED_OTHERS;
 }
 
 /* Make sure the plans are there and name the extension's schema (under SPI) */
@@ -168,6 +244,7 @@ static void
 prepare_plans(void)
 {
 	SPIPlanPtr	plans[NUM_STEP_QUERIES];
+	char	   *sqls[NUM_STEP_QUERIES];
 	uint64		invals = step_invals;
 	Oid			nspoid;
 	const char *nsp;
@@ -189,21 +266,38 @@ prepare_plans(void)
 	nsp = quote_identifier(get_namespace_name(nspoid));
 	for (i = 0; i < NUM_STEP_QUERIES; i++)
 	{
-		char	   *sql = psprintf(step_queries[i].sql, nsp);
-
-		plans[i] = SPI_prepare(sql, step_queries[i].nargs, step_queries[i].types);
+		sqls[i] = MemoryContextStrdup(TopMemoryContext,
+									  psprintf(step_queries[i].sql, nsp));
+		plans[i] = SPI_prepare(sqls[i], step_queries[i].nargs, step_queries[i].types);
 		if (plans[i] == NULL)
 			elog(ERROR, "SPI_prepare failed (%s): %s",
-				 SPI_result_code_string(SPI_result), sql);
-		pfree(sql);
+				 SPI_result_code_string(SPI_result), sqls[i]);
 	}
+	/* the old statements' text goes with them (left to the backend's end) */
 	for (i = 0; i < NUM_STEP_QUERIES; i++)
 	{
 		SPI_keepplan(plans[i]);
 		step_plans[i] = plans[i];
+		step_sql[i] = sqls[i];
 	}
 	plans_nsp = nspoid;
 	plans_checked = invals;
+}
+
+/*
+ * A statement that did not do what it does: a rule on the step tables
+ * turned it into another (the owner's doing), or a bug.  The message shows
+ * the statement as it ran.
+ */
+static void
+report_not_done(StepQuery q, int rc, int expected)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("statement on the step tables did not run as prepared"),
+			 errdetail("The statement \"%s\" gave %s, not %s.", step_sql[q],
+					   SPI_result_code_string(rc), SPI_result_code_string(expected)),
+			 errhint("A rule on hx_step or hx_step_call changes what hx_stage and hx_promote do.")));
 }
 
 /* Run a prepared statement, and check that it did what it does */
@@ -213,8 +307,7 @@ run(StepQuery q, Datum *values, const char *nulls, int expected)
 	int			rc = SPI_execute_plan(step_plans[q], values, nulls, false, 0);
 
 	if (rc != expected)
-		elog(ERROR, "SPI_execute_plan failed (%s): %s",
-			 SPI_result_code_string(rc), step_queries[q].sql);
+		report_not_done(q, rc, expected);
 	return SPI_processed;
 }
 
@@ -229,8 +322,7 @@ run_latest(StepQuery q, Datum *values, const char *nulls, int expected)
 
 	UnregisterSnapshot(snapshot);
 	if (rc != expected)
-		elog(ERROR, "SPI_execute_snapshot failed (%s): %s",
-			 SPI_result_code_string(rc), step_queries[q].sql);
+		report_not_done(q, rc, expected);
 	return SPI_processed;
 }
 
@@ -431,6 +523,7 @@ hx_promote(PG_FUNCTION_ARGS)
 
 	values[0] = PointerGetDatum(PG_GETARG_TEXT_PP(0));
 	values[1] = PointerGetDatum(PG_GETARG_TEXT_PP(1));
+	remember_promoted(statement_cid, TextDatumGetCString(values[0]));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -10,7 +10,9 @@
  *			in one snapshot
  *	  hx_stream_channel(stream)			the LISTEN channel of a stream
  *
- * Each row is one stream, named "<table>:<key>".  INSERT emits
+ * Each row is one stream, named "<prefix>:<key>": the prefix is the
+ * table's name, qualified unless its schema is public, or the trigger's
+ * stream=<name> option, and no two tables share one (names.c).  INSERT emits
  * STATE_SNAPSHOT, UPDATE emits STATE_DELTA (the hx_diff of the old and new
  * state; an UPDATE that changes nothing emits nothing), DELETE emits a
  * CUSTOM "hx.stream_end" event; an UPDATE of the key ends one stream and
@@ -19,10 +21,13 @@
  * log plus one, read while the row lock serialises the stream's writers,
  * and the log row commits or aborts with the change itself.
  *
- * The event log (hx_event) is the source of truth; NOTIFY is the fast path.
- * The payload is the event when it is shorter than NOTIFY's limit, else a
- * reference the client resolves from the log; "payload=ref" sends only
- * references, for state that must not reach every role that can LISTEN.
+ * The event log (hx_event) is the source of truth; NOTIFY only wakes
+ * followers up.  Any role can LISTEN, and any role can NOTIFY, so a
+ * payload is a hint that followers check against the log, never content:
+ * by default (payload=ref) it is a reference {ref, seq, type, stream},
+ * which tells a listener that a stream has an event, not what the event
+ * says.  "payload=auto" sends the event when it is shorter than NOTIFY's
+ * limit (else a reference), for tables whose state every role may see.
  * When pg_notification_queue_usage() passes hxstate.notify_queue_threshold
  * the trigger stops notifying, rather than letting a stuck listener make
  * writers' commits fail, and clients catch up from the log.
@@ -39,6 +44,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/relation.h"
 #include "access/htup_details.h"
 #include "access/relscan.h"
@@ -46,7 +52,6 @@
 #include "access/tableam.h"
 #include "access/stratnum.h"
 #include "catalog/namespace.h"
-#include "catalog/partition.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
@@ -77,6 +82,8 @@
 
 #include "diff.h"
 #include "eventlog.h"
+#include "names.h"
+#include "stream.h"
 #include "pointer.h"
 #include "trigger.h"
 
@@ -105,6 +112,7 @@ typedef struct StreamArgs
 	HxArrayMode mode;
 	PayloadMode payload;
 	char	   *prefix;			/* streams are "<prefix>:<key>" */
+	bool		legacy;			/* under the scripts of 0.5.0 or before */
 } StreamArgs;
 
 void
@@ -121,6 +129,7 @@ hx_stream_init(void)
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("hxstate");
 	hx_log_init();
+	hx_names_init();
 }
 
 /* ---------------------------------------------------------------------
@@ -194,29 +203,6 @@ has_unique_index(Relation rel, AttrNumber attnum)
 }
 
 /*
- * The table whose name a trigger on rel gives its streams, and the key
- * column's number there: rel itself, or for a partition the root of its
- * partition tree, so that a row is one stream wherever it is stored and
- * hx_stream_snapshot() on the partitioned table names the same stream.
- */
-static Oid
-stream_table(Relation rel, AttrNumber key_attnum, AttrNumber *root_attnum)
-{
-	List	   *ancestors;
-	Oid			root;
-
-	*root_attnum = key_attnum;
-	if (!rel->rd_rel->relispartition)
-		return RelationGetRelid(rel);
-	ancestors = get_partition_ancestors(RelationGetRelid(rel));
-	root = llast_oid(ancestors);
-	*root_attnum = get_attnum(root, NameStr(TupleDescAttr(RelationGetDescr(rel),
-														  key_attnum - 1)->attname));
-	list_free(ancestors);
-	return root;
-}
-
-/*
  * Parse trigger tg's arguments on rel: state column, key column, then
  * options "arrays=append|replace|index", "payload=auto|ref|none" and
  * "stream=<name>".  The result is allocated in cxt.
@@ -226,7 +212,7 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 {
 	StreamArgs *args = MemoryContextAllocZero(cxt, sizeof(StreamArgs));
 	TupleDesc	desc = RelationGetDescr(rel);
-	const char *prefix = NULL;
+	char	   *prefix;
 	Oid			tableid;
 	AttrNumber	table_attnum;
 	Relation	table;
@@ -253,8 +239,14 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 	args->key_typid = TupleDescAttr(desc, args->key_attnum - 1)->atttypid;
 	getTypeOutputInfo(args->key_typid, &args->key_typoutput, &isvarlena);
 
+	/*
+	 * NOTIFY sends a reference by default, a hint that any role can LISTEN
+	 * to; the event itself only when asked (payload=auto).  0.5.0 sent the
+	 * event by default, and its scripts keep that until updated.
+	 */
+	args->legacy = hx_extension_version() < 600;
 	args->mode = HX_ARRAYS_APPEND;
-	args->payload = PAYLOAD_AUTO;
+	args->payload = args->legacy ? PAYLOAD_AUTO : PAYLOAD_REF;
 	for (i = 2; i < tg->tgnargs; i++)
 	{
 		const char *opt = tg->tgargs[i];
@@ -280,7 +272,15 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 						 errhint("The payload mode must be auto, ref or none.")));
 		}
 		else if (namelen == 6 && strncmp(opt, "stream", 6) == 0 && value[0] != '\0')
-			prefix = value;
+		{
+			if (value[0] == HX_LOG_STREAM_MARK)
+				ereport(ERROR,
+						(errcode(ERRCODE_HX_MALFORMED),
+						 errmsg("stream name \"%s\" of trigger \"%s\" begins with \"%c\"",
+								hx_clip(value), tg->tgname, HX_LOG_STREAM_MARK),
+						 errdetail("Stream names that begin with \"%c\" are those of log streams, which hx_stream_send writes.",
+								   HX_LOG_STREAM_MARK)));
+		}
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_HX_MALFORMED),
@@ -290,21 +290,16 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 	}
 
 	/*
-	 * One stream per key: the key must be unique in the table that names
-	 * the streams (with stream=<name>, the trigger's own table).
+	 * The streams' names, unique per table (names.c), and one stream per
+	 * key: the key must be unique in the table whose rows the streams are
+	 * (the root of a partition tree, or with stream=<name> the table the
+	 * trigger was created on).
 	 */
-	if (prefix != NULL)
-	{
-		tableid = RelationGetRelid(rel);
-		table_attnum = args->key_attnum;
-	}
-	else
-		tableid = stream_table(rel, args->key_attnum, &table_attnum);
+	prefix = hx_stream_trigger_prefix(tg->tgoid, args->legacy, &tableid);
 	table = (tableid == RelationGetRelid(rel)) ? rel :
 		relation_open(tableid, AccessShareLock);
+	table_attnum = get_attnum(tableid, tg->tgargs[1]);
 	unique = table_attnum > 0 && has_unique_index(table, table_attnum);
-	args->prefix = MemoryContextStrdup(cxt, prefix ? prefix :
-									   RelationGetRelationName(table));
 	if (table != rel)
 		relation_close(table, AccessShareLock);
 	if (!unique)
@@ -315,6 +310,7 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 				 errdetail("Trigger \"%s\" names one stream per key, so the key must be unique.",
 						   tg->tgname),
 				 errhint("Stream by the primary key, or add a unique constraint on the key column.")));
+	args->prefix = MemoryContextStrdup(cxt, prefix);
 	return args;
 }
 
@@ -409,12 +405,12 @@ notify_queue_usage(void)
 }
 
 static void
-notify_event(StreamArgs *args, const char *stream, int64 seq,
+notify_event(PayloadMode mode, const char *stream, int64 seq,
 			 const char *type, Jsonb *event)
 {
 	char	   *payload = NULL;
 
-	if (args->payload == PAYLOAD_NONE)
+	if (mode == PAYLOAD_NONE)
 		return;
 	/* at 1 the queue never passes the threshold: skip asking */
 	if (notify_queue_threshold < 1.0 &&
@@ -425,7 +421,7 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 								 (long long) seq, stream)));
 		return;
 	}
-	if (args->payload == PAYLOAD_AUTO && VARSIZE(event) < HX_NOTIFY_TRY_TEXT)
+	if (mode == PAYLOAD_AUTO && VARSIZE(event) < HX_NOTIFY_TRY_TEXT)
 	{
 		payload = JsonbToCString(NULL, &event->root, VARSIZE(event));
 		if (strlen(payload) >= HX_NOTIFY_PAYLOAD_MAX)
@@ -436,15 +432,33 @@ notify_event(StreamArgs *args, const char *stream, int64 seq,
 	Async_Notify(stream_channel(stream), payload);
 }
 
-/* Log and notify one event of stream; body gets the common members */
-static void
-emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
+/*
+ * Log and notify one event of stream (under SPI, the log prepared, the
+ * stream's writers serialised); body, an unpacked object, gets the common
+ * members.  Its seq.
+ */
+static int64
+emit_as(PayloadMode mode, const char *stream, const char *type, HxNode *body)
 {
 	int64		seq = hx_log_next_seq(stream);
 	Jsonb	   *event = build_event(type, body, stream, seq);
 
 	hx_log_insert(stream, seq, type, event);
-	notify_event(args, stream, seq, type, event);
+	notify_event(mode, stream, seq, type, event);
+	return seq;
+}
+
+static void
+emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
+{
+	(void) emit_as(args->payload, stream, type, body);
+}
+
+/* An event of a log stream (send.c), notified as a reference */
+int64
+hx_stream_emit_ref(const char *stream, const char *type, HxNode *body)
+{
+	return emit_as(PAYLOAD_REF, stream, type, body);
 }
 
 static Jsonb *
@@ -554,6 +568,85 @@ emit_change(StreamArgs *args, const char *stream, Jsonb *oldstate,
  * ---------------------------------------------------------------------
  */
 
+/*
+ * Does another hx_stream trigger of rel name the row's stream "stream"
+ * (a table may stream under two names)?
+ */
+static bool
+other_trigger_names(Relation rel, Trigger *self, StreamArgs *args,
+					HeapTuple tuple, const char *stream)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	for (i = 0; td && i < td->numtriggers; i++)
+	{
+		Trigger    *tg = &td->triggers[i];
+		FmgrInfo	finfo;
+		Oid			source;
+		AttrNumber	attnum;
+		bool		isnull;
+		Datum		key;
+		Oid			typoutput;
+		bool		isvarlena;
+		char	   *prefix;
+
+		if (tg->tgoid == self->tgoid || tg->tgnargs < 2)
+			continue;
+		fmgr_info(tg->tgfoid, &finfo);
+		if (finfo.fn_addr != hx_stream)
+			continue;
+		attnum = SPI_fnumber(RelationGetDescr(rel), tg->tgargs[1]);
+		if (attnum <= 0)
+			continue;
+		key = heap_getattr(tuple, attnum, RelationGetDescr(rel), &isnull);
+		if (isnull)
+			continue;
+		prefix = hx_stream_trigger_prefix(tg->tgoid, args->legacy, &source);
+		getTypeOutputInfo(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid,
+						  &typoutput, &isvarlena);
+		if (strcmp(psprintf("%s:%s", prefix, OidOutputFunctionCall(typoutput, key)),
+				   stream) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A row that the statement that wrote it changed with the writes of a step
+ * (hx_promote) must be a row of the step's stream: the statement promoted
+ * steps of the row's stream (stream, or when its key changed oldstream),
+ * or none at all.  The statement is the one whose command id the row
+ * version carries.
+ */
+static void
+check_promoted(TriggerData *trigdata, StreamArgs *args, HeapTuple tuple,
+			   const char *stream, const char *oldstream)
+{
+	HeapTupleHeader tup = tuple->t_data;
+	const char *other = NULL;
+	HxPromoted p;
+
+	if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(tup)))
+		return;					/* not a row version of ours (cannot happen) */
+	p = hx_promoted(HeapTupleHeaderGetCmin(tup), stream, &other);
+	if (p != HX_PROMOTED_OTHERS)
+		return;
+	if (oldstream &&
+		hx_promoted(HeapTupleHeaderGetCmin(tup), oldstream, &other) == HX_PROMOTED_STREAM)
+		return;
+	if (other_trigger_names(trigdata->tg_relation, trigdata->tg_trigger, args,
+							tuple, other))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_HX_WRONG_ROW),
+			 errmsg("row of stream \"%s\" cannot take the writes of a step of stream \"%s\"",
+					hx_clip(stream), hx_clip(other)),
+			 errdetail("The statement that changed the row promoted steps of other streams only."),
+			 errhint("Promote a step in the UPDATE of its own stream's row."),
+			 errtable(trigdata->tg_relation)));
+}
+
 static void
 check_log_privileges(Relation rel)
 {
@@ -620,8 +713,11 @@ hx_stream(PG_FUNCTION_ARGS)
 		char	   *stream = row_stream(args, trigdata->tg_trigtuple, desc);
 
 		if (stream)
+		{
+			check_promoted(trigdata, args, trigdata->tg_trigtuple, stream, NULL);
 			emit_snapshot(args, stream,
 						  state_jsonb(trigdata->tg_trigtuple, desc, args->state_attnum));
+		}
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
@@ -647,13 +743,18 @@ hx_stream(PG_FUNCTION_ARGS)
 			/* the same bytes (or TOAST pointer): no change, no event */
 			if (oldnull != newnull ||
 				(!oldnull && !datumIsEqual(oldd, newd, false, -1)))
+			{
+				check_promoted(trigdata, args, newtup, newstream, NULL);
 				emit_change(args, oldstream,
 							state_jsonb(oldtup, desc, args->state_attnum),
 							state_jsonb(newtup, desc, args->state_attnum));
+			}
 		}
 		else
 		{
 			/* the key changed: one stream ends, another starts */
+			if (newstream)
+				check_promoted(trigdata, args, newtup, newstream, oldstream);
 			if (oldstream)
 				emit_end(args, oldstream, "key_changed", newstream);
 			if (newstream)

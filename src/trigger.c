@@ -37,12 +37,13 @@ hx_trigger_data(FunctionCallInfo fcinfo, const char *funcname)
 }
 
 /*
- * Check that fcinfo is a row trigger call for INSERT or UPDATE (BEFORE or
- * AFTER), as the check-and-raise triggers need, and return its
- * TriggerData.
+ * Check that fcinfo is a row trigger call for INSERT or UPDATE, or with
+ * deletes for DELETE too (BEFORE or AFTER), as the check-and-raise
+ * triggers need, and return its TriggerData.
  */
 TriggerData *
-hx_row_check_trigger_data(FunctionCallInfo fcinfo, const char *funcname)
+hx_row_check_trigger_data(FunctionCallInfo fcinfo, const char *funcname,
+						  bool deletes)
 {
 	TriggerData *trigdata = hx_trigger_data(fcinfo, funcname);
 	TriggerEvent ev = trigdata->tg_event;
@@ -58,15 +59,22 @@ hx_row_check_trigger_data(FunctionCallInfo fcinfo, const char *funcname)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("trigger \"%s\" must be fired BEFORE or AFTER, not INSTEAD OF",
 						trigdata->tg_trigger->tgname)));
-	if (!TRIGGER_FIRED_BY_INSERT(ev) && !TRIGGER_FIRED_BY_UPDATE(ev))
+	if (!TRIGGER_FIRED_BY_INSERT(ev) && !TRIGGER_FIRED_BY_UPDATE(ev) &&
+		!(deletes && TRIGGER_FIRED_BY_DELETE(ev)))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 deletes ?
+				 errmsg("trigger \"%s\" must be fired for INSERT, UPDATE or DELETE",
+						trigdata->tg_trigger->tgname) :
 				 errmsg("trigger \"%s\" must be fired for INSERT or UPDATE",
 						trigdata->tg_trigger->tgname)));
 	return trigdata;
 }
 
-/* What a row trigger hands back: the new row BEFORE, anything AFTER */
+/*
+ * What a row trigger hands back: the new row of an INSERT or UPDATE, the
+ * old row of a DELETE (which lets a BEFORE DELETE go on); AFTER, anything
+ */
 Datum
 hx_trigger_return(TriggerData *trigdata)
 {

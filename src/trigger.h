@@ -20,7 +20,8 @@
 extern TriggerData *hx_trigger_data(FunctionCallInfo fcinfo,
 									const char *funcname);
 extern TriggerData *hx_row_check_trigger_data(FunctionCallInfo fcinfo,
-											  const char *funcname);
+											  const char *funcname,
+											  bool deletes);
 extern Datum hx_trigger_return(TriggerData *trigdata);
 extern AttrNumber hx_trigger_column(Relation rel, const char *name);
 

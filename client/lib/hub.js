@@ -1,21 +1,27 @@
 'use strict';
 // HxHub: follow any number of hxstate streams over at most three
 // connections, with the per-stream guarantees of HxStream: a snapshot and
-// its seq, then every seq exactly once and in order, gaps and references
-// filled from the log, a resync from a fresh snapshot when the log no
-// longer holds the next event, hx.stream_end handed out like any event.
+// its seq, then every seq exactly once and in order, gaps and hints filled
+// from the log, a resync from a fresh snapshot when the log no longer
+// holds the next event, hx.stream_end handed out like any event.
+//
+// The hub coordinates; the work is in modules of their own:
+//   subscription.js  one follower: its cursor, its queue, its listeners
+//   cursor.js        the cursor rules, as pure functions
+//   entry.js         one followed stream, shared by its subscriptions
+//   reader.js        the batched reads (sql.js has every statement)
+//   link.js          the connections (connections.js), their transport and
+//                    their reconnects (backoff.js)
+//   listen.js        the LISTEN transport; wal.js + pgoutput.js, the WAL's
 //
 // Connections (each opened with the config that options.pg gives for it):
-//   - the reader runs every query: name lookups, snapshots, log reads and
-//     polls, each batched across streams (one statement per batch, never
-//     one per stream) by a single pump that coalesces the requests that
-//     arrive while it is busy;
-//   - the transport brings the events as they commit: a replication
+//   - the reader runs every query (reader.js);
+//   - the transport tells of events as they commit: a replication
 //     connection decoding hx_event's inserts from the WAL (pgoutput, a
-//     temporary slot; wal.js), or a connection that LISTENs on every
-//     followed stream's channel.  With sharedConnection (LISTEN only) the
-//     reader is the transport too: one connection in all (HxStream's own
-//     hub does this).
+//     temporary slot), or a connection that LISTENs on every followed
+//     stream's channel.  With sharedConnection (LISTEN only) the reader is
+//     the transport too: one connection in all (HxStream's own hub does
+//     this).
 // A connection that is replaced is closed before its successor opens, so
 // the hub never holds more than three (two in steady state).
 //
@@ -24,14 +30,19 @@
 //   1. a stream is armed (its channel LISTENed, or the WAL slot made) before
 //      its snapshot is read, so every event after the snapshot either comes
 //      through the transport or is in the log;
-//   2. an event with seq <= cursor is old news; seq == cursor + 1 is
-//      accepted; a higher seq, a reference, or a head (the stream's last
-//      seq, from a poll) above the cursor means: read the log after the
-//      cursor (a catch-up, batched with the other streams');
-//   3. a log read that does not continue from cursor + 1 (trimmed, or an
+//   2. the WAL carries the log's own rows: an event with seq <= cursor is
+//      old news, seq == cursor + 1 is accepted, a higher one means: read
+//      the log after the cursor (a catch-up, batched with the other
+//      streams');
+//   3. a notification is only a hint, whatever its payload (any role that
+//      can connect can NOTIFY): the seq it names, if any, is known to
+//      exist, and the events themselves are read from the log; a payload
+//      that names no seq of the channel's stream costs a read of the
+//      stream's head;
+//   4. a log read that does not continue from cursor + 1 (trimmed, or an
 //      event deleted) means a resync: a fresh snapshot, announced by
 //      'resync' and handed out as a synthetic STATE_SNAPSHOT;
-//   4. after the transport (re)connects, the heads of all followed streams
+//   5. after the transport (re)connects, the heads of all followed streams
 //      are read (one query), and every stream behind its head catches up;
 //      the same poll runs every pollInterval ms and catches whatever a
 //      transport missed (payload=none under LISTEN, a notification queue
@@ -44,7 +55,8 @@
 // Delivery and backpressure: each subscription has its own queue of
 // accepted events, delivered to its 'event' listeners one at a time; a
 // listener may return a promise, and the next event waits for it.  The
-// queue never holds more than maxQueue events:
+// queue never holds more than maxQueue events, nor (but for one event
+// alone) more than maxQueueBytes bytes:
 //   - overflow 'log' (the default): when the queue is full, events from the
 //     transport are not accepted for that subscription (its cursor stays);
 //     once its consumer has brought the queue down to half, it reads the
@@ -58,11 +70,13 @@
 //     'resync' (reason 'overflow'): the consumer skips to the present.
 // Either way the transport keeps reading for every other subscription.
 const { EventEmitter } = require('node:events');
-const pg = require('pg');
-const { applyEvent, isStreamEnd } = require('./apply');
-const { WalStream } = require('./wal');
-
-const noop = () => {};
+const sql = require('./sql');
+const { StreamEntry } = require('./entry');
+const { HxSubscription } = require('./subscription');
+const { Reader } = require('./reader');
+const { Link } = require('./link');
+const { isConnectionError } = require('./errors');
+const { emitSafe, emitError, warnUnheard } = require('./emit');
 
 const DEFAULTS = {
   transport: 'auto',
@@ -70,6 +84,7 @@ const DEFAULTS = {
   pollInterval: null,   // 2000 over LISTEN, 10000 over the WAL
   pageSize: 1000,
   maxQueue: 1000,
+  maxQueueBytes: 16 * 1024 * 1024,
   batchSize: 1000,
   batchEvents: 10000,
   headsBatch: 2000,
@@ -78,260 +93,8 @@ const DEFAULTS = {
   slotTimeout: 30000,
   applicationName: 'hxstate-hub',
   sharedConnection: false,
+  sources: {},
 };
-
-// What the hub needs from the database: the batched functions of 0.5.0.
-const MIN_VERSION = [0, 5, 0];
-
-/**
- * Errors that mean the connection is gone (or about to be): a socket error
- * (no SQLSTATE), or SQLSTATE class 08 (connection exception), 57P01-57P03
- * (administrator command, crash shutdown, cannot connect now), 53300 (too
- * many connections).  Anything else is an error of the statement on a
- * connection that still works.
- */
-function isConnectionError(err) {
-  const code = err && err.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
-  return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
-}
-
-/** SQLSTATE class 22 (data exception): a value that its type rejects, e.g. a key. */
-function isDataError(err) {
-  return !!err && typeof err.code === 'string' && err.code.startsWith('22');
-}
-
-function syntheticSnapshot(stream, seq, state) {
-  return {
-    type: 'STATE_SNAPSHOT',
-    snapshot: state,
-    timestamp: Date.now(),
-    metadata: { stream, seq, synthetic: true },
-  };
-}
-
-function versionAtLeast(text, min) {
-  const v = String(text).split('.').map((x) => parseInt(x, 10) || 0);
-  for (let i = 0; i < min.length; i++) {
-    if ((v[i] || 0) !== min[i]) return (v[i] || 0) > min[i];
-  }
-  return true;
-}
-
-/** Wait for promise, at most ms (a hung statement must not hold stop() forever). */
-function settle(promise, ms) {
-  let timer;
-  return Promise.race([
-    promise.then(noop, noop),
-    new Promise((resolve) => { timer = setTimeout(resolve, ms); }),
-  ]).finally(() => clearTimeout(timer));
-}
-
-function quoteIdent(name) {
-  return `"${String(name).replace(/"/g, '""')}"`;
-}
-
-// ---------------------------------------------------------------------
-// Subscriptions
-// ---------------------------------------------------------------------
-
-/**
- * One follower of one stream, made by hub.follow().  Emits 'event'
- * (event, state), 'end' (event, lastState), 'resync' ({seq, previousSeq,
- * state, reason}) and 'error' (err; only when listened to).
- */
-class HxSubscription extends EventEmitter {
-  constructor(hub, target, o) {
-    super();
-    this._hub = hub;
-    this.table = target.table === undefined || target.table === null ? null : String(target.table);
-    this.key = target.key === undefined || target.key === null ? null : String(target.key);
-    /** The stream's name, known once resolved ("<table>:<key>"). */
-    this.stream = target.stream === undefined || target.stream === null ? null : String(target.stream);
-    /** The stream's LISTEN channel, known once resolved. */
-    this.channel = null;
-    const after = o.after === undefined || o.after === null ? null : Number(o.after);
-    if (after !== null && !(Number.isSafeInteger(after) && after >= 0)) {
-      throw new TypeError('HxHub: options.after must be a seq (an integer >= 0)');
-    }
-    const hasBase = Object.prototype.hasOwnProperty.call(o, 'base');
-    if (o.state === true && after !== null && after > 0 && !hasBase) {
-      throw new TypeError('HxHub: state: true with after needs base, the state at that seq');
-    }
-    if (this.table === null && this.stream === null) {
-      throw new TypeError('HxHub: follow() needs {table, key} or {stream}');
-    }
-    if (this.table !== null && this.key === null) throw new TypeError('HxHub: follow({table}) needs a key');
-    this._after = after;
-    // Keep states unless told not to; resuming from a seq without the
-    // state at it cannot compute states (deltas need a base).
-    this._keepState = o.state === undefined ? (after === null || after === 0 || hasBase) : !!o.state;
-    this._maxQueue = Math.max(1, Math.floor(o.maxQueue === undefined ? hub._o.maxQueue : o.maxQueue));
-    this._lowWater = Math.floor(this._maxQueue / 2);
-    this._overflow = o.overflow === undefined ? 'log' : o.overflow;
-    if (this._overflow !== 'log' && this._overflow !== 'snapshot') {
-      throw new TypeError("HxHub: options.overflow is 'log' or 'snapshot'");
-    }
-
-    // handed out (delivered to the listeners)
-    /** The seq of the last event handed out (0: none yet). */
-    this.seq = after === null ? 0 : after;
-    /** The state after the last event handed out (with state: true). */
-    this.state = this._keepState ? (hasBase ? o.base : null) : undefined;
-    /** Has the stream ended (hx.stream_end) with no re-insert since? */
-    this.ended = false;
-
-    // accepted (the cursor)
-    this._seq = this.seq;
-    this._state = this.state;
-    this._ended = false;
-
-    this._entry = null;
-    this._phase = 'resolving'; // resolving | snapshot | live | paused | stopped
-    this._started = after !== null; // has a position (a snapshot or a resume point)
-    this._queue = [];
-    this._queued = 0;          // events in _queue
-    this._inflight = false;    // a listener's promise is pending
-    this._drainQueued = false;
-    this._held = false;        // an event was refused for want of room
-    this._more = false;        // the last log read stopped before the log's end
-    this._force = false;       // read the log whatever the heads say
-    this._synced = false;      // a read that started after it joined has come back
-    this._joinTick = 0;
-    this._snapTick = -1;       // the snapshot request it waits for
-    this._resyncReason = null;
-    this._exact = false;       // its state comes from a snapshot the hub read (not from a base, nor
-                               // from a log that starts at seq 1 of a row that may predate its trigger)
-    this._readyQueued = false;
-    this._readyDone = false;
-    this._failure = null;
-
-    /** Counters, for monitoring and tests. */
-    this.stats = {
-      events: 0,        // events handed out
-      notifications: 0, // events and references that came by NOTIFY
-      references: 0,    // ... of which references
-      walEvents: 0,     // events decoded from the WAL
-      pages: 0,         // log reads that included this stream
-      resyncs: 0,
-      overflows: 0,     // times its queue was full when an event came
-      maxQueued: 0,     // the most events it ever had queued
-    };
-    /** Resolves once the subscription has its position: the snapshot handed
-     * out, or (with after) the log read up to the stream's head. */
-    this.ready = new Promise((resolve, reject) => {
-      this._resolveReady = resolve;
-      this._rejectReady = reject;
-    });
-    this.ready.catch(noop); // rejections are for whoever awaits it
-  }
-
-  /** Events accepted and not yet handed out. */
-  get queued() { return this._queued; }
-  /** Not keeping up: the queue was full and events wait in the log (or for a snapshot). */
-  get behind() { return this._held || this._phase === 'paused'; }
-  /** 'resolving' | 'snapshot' | 'live' | 'paused' | 'stopped' */
-  get phase() { return this._phase; }
-  get stopped() { return this._phase === 'stopped'; }
-
-  /** Stop following; no event is handed out after this. */
-  stop() { this._hub.unfollow(this); }
-
-  /** The state now as a synthetic STATE_SNAPSHOT (state: true only). */
-  snapshotEvent() {
-    return syntheticSnapshot(this.stream, this.seq, this.state === undefined ? null : this.state);
-  }
-
-  // -- the queue ---------------------------------------------------------
-
-  _push(item) {
-    this._queue.push(item);
-    if (item.kind === 'event') {
-      this._queued++;
-      if (this._queued > this.stats.maxQueued) this.stats.maxQueued = this._queued;
-    }
-    if (!this._drainQueued && !this._inflight) {
-      this._drainQueued = true;
-      queueMicrotask(() => this._drain());
-    }
-  }
-
-  /** Hand queued items to the listeners, one at a time. */
-  _drain() {
-    this._drainQueued = false;
-    while (!this._inflight && this._queue.length > 0 && this._phase !== 'stopped') {
-      const item = this._queue.shift();
-      if (item.kind === 'ready') {
-        this._readyDone = true;
-        this._resolveReady();
-        continue;
-      }
-      this._queued--;
-      this.seq = item.seq;
-      this.state = item.state;
-      this.ended = item.ended;
-      this.stats.events++;
-      if (item.resync) this._emitSafe('resync', item.resync);
-      const pending = this._emitEvent(item.event, item.state);
-      if (pending) {
-        this._inflight = true;
-        pending.then(() => this._settled(item), (err) => {
-          process.nextTick(() => { throw err; });
-          this._settled(item);
-        });
-        return;
-      }
-      if (item.end) this._emitSafe('end', item.event, item.before);
-      this._hub._delivered(this);
-    }
-    if (this._queue.length === 0) this._hub._delivered(this);
-  }
-
-  _settled(item) {
-    this._inflight = false;
-    if (this._phase === 'stopped') return;
-    if (item.end) this._emitSafe('end', item.event, item.before);
-    this._hub._delivered(this);
-    this._drain();
-  }
-
-  /**
-   * Call the 'event' listeners; a promise when any returned one.  A
-   * listener that throws does not disturb the bookkeeping: its exception is
-   * rethrown on its own tick (an uncaught exception, as from any callback).
-   */
-  _emitEvent(event, state) {
-    let waits = null;
-    for (const fn of this.rawListeners('event')) {
-      try {
-        const r = fn.call(this, event, state);
-        if (r && typeof r.then === 'function') (waits || (waits = [])).push(r);
-      } catch (err) {
-        process.nextTick(() => { throw err; });
-      }
-    }
-    if (!waits) return null;
-    return waits.length === 1 ? Promise.resolve(waits[0]) : Promise.all(waits);
-  }
-
-  _emitSafe(name, ...args) {
-    if (this._phase === 'stopped') return;
-    try {
-      this.emit(name, ...args);
-    } catch (err) {
-      process.nextTick(() => { throw err; });
-    }
-  }
-
-  /** 'error' only when someone listens: an unheard 'error' would crash the process. */
-  _emitError(err) {
-    if (this.listenerCount('error') > 0) this._emitSafe('error', err);
-  }
-}
-
-// ---------------------------------------------------------------------
-// The hub
-// ---------------------------------------------------------------------
 
 class HxHub extends EventEmitter {
   /**
@@ -350,6 +113,12 @@ class HxHub extends EventEmitter {
    * @param {number} [options.pageSize=1000] events per stream per log read
    * @param {number} [options.maxQueue=1000] events a subscription may have
    *   waiting for its consumer (each follow() may set its own)
+   * @param {number} [options.maxQueueBytes=16 MiB] bytes a subscription
+   *   may have waiting for its consumer (each follow() may set its own)
+   * @param {Object<string, string>} [options.sources] sources whose
+   *   snapshots come from a function: {name: 'schema.function'}, each
+   *   function (keys text[]) RETURNS TABLE (key text, stream text, seq
+   *   bigint, state jsonb); follow({table: name, key}) reads from it
    * @param {number} [options.batchSize=1000] streams per snapshot or
    *   catch-up query
    * @param {number} [options.headsBatch=2000] streams per poll query (a
@@ -379,71 +148,43 @@ class HxHub extends EventEmitter {
     o.pollInterval = o.pollInterval === null || o.pollInterval === undefined ? null : Number(o.pollInterval) || 0;
     o.pageSize = Math.max(1, Math.floor(o.pageSize));
     o.maxQueue = Math.max(1, Math.floor(o.maxQueue));
+    o.maxQueueBytes = Math.max(1, Math.floor(o.maxQueueBytes));
     o.batchSize = Math.max(1, Math.floor(o.batchSize));
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
     o.reconnect = { min: 100, max: 5000, ...(o.reconnect || {}) };
     this._o = o;
+    this._sources = new Map(); // name -> the function's quoted, qualified name
+    for (const [name, fn] of Object.entries(o.sources || {})) {
+      if (typeof fn !== 'string') throw new TypeError(`HxHub: options.sources.${name} must be 'schema.function'`);
+      try {
+        this._sources.set(name, sql.functionName(fn));
+      } catch (err) {
+        throw new TypeError(`HxHub: options.sources.${name}: ${err.message}`);
+      }
+    }
 
     this._phase = 'idle';        // idle | starting | running | stopped
     this._starting = null;
     this._stopping = null;
-    this._schema = null;         // the extension's schema, quoted
-    this._reader = null;         // {role, client, alive}
-    this._tx = null;             // {kind: 'wal'|'listen', conn, wal, listening: Set}
-    this._transport = null;      // 'wal' | 'listen' once chosen
-    this._transportReason = null;
-    this._closing = new Set();   // client.end() promises
-    this._opening = new Set();   // connections being opened
-    this._reconnectTimer = null;
-    this._establishing = null;   // the reconnect attempt running
-    this._attempt = 0;
-    this._down = false;          // lost a connection, not yet back
+    this._link = new Link(o, this);
+    this._reader = new Reader(this, o);
     this._pollTimer = null;
-    this._recheckTimer = null;
-    this._recheck = new Set();   // entries to look at again shortly
-    this._laterTimers = new Set(); // retries of failed statements
     this._tick = 0;              // orders requests and joins
 
     this._subs = new Set();
-    this._entries = new Map();   // stream -> entry
-    this._targets = new Map();   // table \0 key -> {table, key, stream|null, subs: Set}
+    this._entries = new Map();   // stream -> StreamEntry
+    this._targets = new Map();   // source \0 key -> {table, key, stream|null, subs: Set}
     this._streamWaits = new Map(); // stream -> Set(sub) waiting for the channel lookup
     this._channels = new Map();  // channel -> Set(entry)
-
-    // work for the reader, coalesced into batches
-    this._resolveQ = new Map();  // table -> Set(key)
-    this._channelQ = new Set();  // streams whose channel we need
-    this._snapQ = new Set();     // entries to snapshot
-    this._catchQ = new Set();    // entries to read the log of
-    this._headsQ = new Set();    // entries whose head to read
-    this._kinds = ['catchup', 'snapshot', 'resolve', 'heads'];
-    this._rr = 0;
-    this._pumping = false;
-    this._pumpHandle = null;
-    this._pumpDone = Promise.resolve();
-    // LISTEN / UNLISTEN on the transport
-    this._listenQ = new Set();
-    this._unlistenQ = new Set();
-    this._listenPumping = false;
-    this._listenDone = Promise.resolve();
 
     /** Counters, for monitoring and tests. */
     this.stats = {
       streams: 0,          // streams followed now
       subscriptions: 0,    // subscriptions now
-      connections: 0,      // connections open now
-      maxConnections: 0,   // the most open at once
-      queries: 0,          // statements run on the reader
-      nameReads: 0,        // ... of which name and channel lookups
-      snapshotReads: 0,    // ... snapshot reads
-      snapshots: 0,        // snapshot rows read
-      pages: 0,            // catch-up queries
       polls: 0,            // timed polls
-      headReads: 0,        // hx_stream_heads queries
-      notifications: 0,    // NOTIFY payloads received
+      notifications: 0,    // notifications received (hints)
       references: 0,       // ... of which references
-      listening: 0,        // channels LISTENed now
       walInserts: 0,       // hx_event inserts decoded (every stream's)
       walEvents: 0,        // ... of followed streams
       resyncs: 0,
@@ -452,18 +193,28 @@ class HxHub extends EventEmitter {
       reconnects: 0,
       errors: 0,
     };
+    const shown = (get) => ({ get, enumerable: true });
+    Object.defineProperties(this.stats, {
+      connections: shown(() => this._link.connections.open),      // connections open now
+      maxConnections: shown(() => this._link.connections.maxOpen), // the most open at once
+      queries: shown(() => this._reader.stats.queries),        // statements run on the reader
+      nameReads: shown(() => this._reader.stats.nameReads),    // ... of which name and channel lookups
+      snapshotReads: shown(() => this._reader.stats.snapshotReads), // ... snapshot reads
+      snapshots: shown(() => this._reader.stats.snapshots),    // snapshot rows read
+      pages: shown(() => this._reader.stats.pages),            // catch-up queries
+      headReads: shown(() => this._reader.stats.headReads),    // hx_stream_heads queries
+      listening: shown(() => (this._link.tx && this._link.tx.listening ? this._link.tx.listening.size : 0)), // channels LISTENed now
+    });
   }
 
   /** 'wal' or 'listen': the transport in use (null before start). */
-  get transport() { return this._transport; }
+  get transport() { return this._link.transport; }
   /** Why 'auto' chose LISTEN (null when it chose the WAL or was not asked to choose). */
-  get transportReason() { return this._transportReason; }
+  get transportReason() { return this._link.transportReason; }
   /** Are the reader and the transport connected now? */
-  get connected() {
-    return !!(this._reader && this._reader.alive && this._tx && this._tx.conn.alive);
-  }
+  get connected() { return this._link.connected; }
   /** The temporary replication slot in use (WAL transport), else null. */
-  get slot() { return this._tx && this._tx.wal ? this._tx.wal.slot : null; }
+  get slot() { return this._link.tx && this._link.tx.kind === 'wal' ? this._link.tx.wal.slot : null; }
   /** The subscriptions now. */
   get subscriptions() { return [...this._subs]; }
 
@@ -483,19 +234,16 @@ class HxHub extends EventEmitter {
     this._phase = 'starting';
     this._starting = (async () => {
       try {
-        await this._establish();
+        await this._link.open();
       } catch (err) {
         await this.stop();
         throw err;
       }
       if (this._phase !== 'starting') throw new Error('HxHub: stopped while starting');
       this._phase = 'running';
+      this._link.run();
       this._schedulePoll();
-      this._kick();
-      if (!this.connected) { // lost while starting
-        this._down = true;
-        this._scheduleReconnect();
-      }
+      this._reader.kick();
     })();
     return this._starting;
   }
@@ -509,35 +257,10 @@ class HxHub extends EventEmitter {
     this._phase = 'stopped';
     for (const sub of [...this._subs]) this._stopSub(sub, new Error('hxstate: subscription stopped (the hub stopped)'));
     clearTimeout(this._pollTimer);
-    clearTimeout(this._reconnectTimer);
-    clearTimeout(this._recheckTimer);
-    for (const t of this._laterTimers) clearTimeout(t);
-    this._laterTimers.clear();
-    if (this._pumpHandle) {
-      clearTimeout(this._pumpHandle);
-      clearImmediate(this._pumpHandle);
-    }
-    this._pollTimer = this._reconnectTimer = this._recheckTimer = this._pumpHandle = null;
-    const tx = this._tx;
-    const reader = this._reader;
-    this._tx = null;
-    this._reader = null;
-    if (tx) tx.up = false;
-    this._stopping = (async () => {
-      // The statement in flight finishes first (no new one starts: the hub
-      // is stopped), so that each connection closes with a Terminate, not
-      // by dropping its socket: the server then ends the backend before it
-      // closes the socket, and stop() resolves with the backends gone.
-      await settle(Promise.all([this._pumpDone, this._listenDone, this._establishing]), 2000);
-      if (tx && tx.wal) await tx.wal.finish(2000);
-      if (tx && tx.conn !== reader) this._close(tx.conn);
-      if (reader) this._close(reader);
-      // connections being opened are closed as soon as they are open, and
-      // dropped ones too: stop() leaves no socket behind
-      while (this._opening.size > 0 || this._closing.size > 0) {
-        await Promise.all([...this._opening, ...this._closing]);
-      }
-    })();
+    this._pollTimer = null;
+    // the statement in flight finishes first (no new one starts), then the
+    // connections close
+    this._stopping = this._link.stop(this._reader.stop());
     return this._stopping;
   }
 
@@ -547,21 +270,23 @@ class HxHub extends EventEmitter {
 
   /**
    * Follow a stream: target is {table, key} (the row's stream, whatever
-   * stream= prefix its trigger has) or {stream} (a stream by name; without
-   * a table it cannot read a snapshot, so it starts from the log: see the
-   * README).  Options: after (a seq: start with the events after it, read
-   * from the log, instead of a snapshot), base (the state at after),
-   * state (keep and hand out states; default true, false with after and
-   * no base), maxQueue, overflow ('log' | 'snapshot').
+   * stream= prefix its trigger has; or, when table names one of the
+   * sources option's functions, the stream that function gives the key)
+   * or {stream} (a stream by name; without a table it cannot read a
+   * snapshot, so it starts from the log: see the README).  Options: after
+   * (a seq: start with the events after it, read from the log, instead of
+   * a snapshot), base (the state at after), state (keep and hand out
+   * states; default true, false with after and no base), maxQueue,
+   * maxQueueBytes, overflow ('log' | 'snapshot').
    * @returns {HxSubscription}
    */
   follow(target, options) {
     if (this._phase === 'stopped') throw new Error('HxHub: stopped');
-    const sub = new HxSubscription(this, target || {}, options || {});
+    const sub = new HxSubscription(this, target || {}, options || {},
+      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, tick: ++this._tick });
     this._subs.add(sub);
     this.stats.subscriptions = this._subs.size;
-    sub._joinTick = ++this._tick;
-    if (sub.table !== null && sub.key !== null) {
+    if (sub.table !== null) {
       const id = `${sub.table}\u0000${sub.key}`;
       let t = this._targets.get(id);
       if (!t) {
@@ -569,22 +294,22 @@ class HxHub extends EventEmitter {
         this._targets.set(id, t);
       }
       t.subs.add(sub);
-      sub._target = t;
+      sub._bindTarget(t);
       const entry = t.stream !== null ? this._entries.get(t.stream) : null;
-      if (entry) {
-        this._attach(sub, entry);
-      } else {
-        this._need(this._resolveQ, sub.table).add(sub.key);
-        this._kick();
-      }
+      if (entry) this._attach(sub, entry);
+      else this._reader.names(sub.table, sub.key);
     } else {
       const entry = this._entries.get(sub.stream);
       if (entry) {
         this._attach(sub, entry);
       } else {
-        this._need(this._streamWaits, sub.stream).add(sub);
-        this._channelQ.add(sub.stream);
-        this._kick();
+        let waits = this._streamWaits.get(sub.stream);
+        if (!waits) {
+          waits = new Set();
+          this._streamWaits.set(sub.stream, waits);
+        }
+        waits.add(sub);
+        this._reader.channel(sub.stream);
       }
     }
     return sub;
@@ -592,25 +317,12 @@ class HxHub extends EventEmitter {
 
   /** Stop a subscription (the same as sub.stop()). */
   unfollow(sub) {
-    if (!sub || sub._hub !== this || sub._phase === 'stopped') return;
+    if (!sub || sub._hub !== this || sub.stopped) return;
     this._stopSub(sub, new Error('hxstate: subscription stopped'));
   }
 
-  _need(map, k) {
-    let s = map.get(k);
-    if (!s) {
-      s = new Set();
-      map.set(k, s);
-    }
-    return s;
-  }
-
   _stopSub(sub, why) {
-    if (sub._phase === 'stopped') return;
-    sub._phase = 'stopped';
-    sub._queue = [];
-    sub._queued = 0;
-    if (!sub._readyDone) sub._rejectReady(sub._failure || why);
+    if (!sub._stopped(why)) return;
     this._subs.delete(sub);
     this.stats.subscriptions = this._subs.size;
     const t = sub._target;
@@ -632,33 +344,40 @@ class HxHub extends EventEmitter {
 
   /** A subscription that cannot go on: 'error', then stopped (ready rejects with err). */
   _failSub(sub, err) {
-    if (sub._phase === 'stopped') return;
-    sub._failure = err;
-    sub._emitError(err);
+    if (sub.stopped) return;
+    sub._failed(err);
     this._stopSub(sub, err);
+  }
+
+  _failTarget(source, key, err) {
+    const t = this._targets.get(`${source}\u0000${key}`);
+    if (t) for (const sub of [...t.subs]) this._failSub(sub, err);
   }
 
   // -------------------------------------------------------------------
   // Streams (entries)
   // -------------------------------------------------------------------
 
-  _entryFor(stream, channel, table, key) {
+  _entryFor(stream, channel, source, key) {
     let entry = this._entries.get(stream);
     if (!entry) {
-      entry = {
-        stream, channel, table, key,
-        subs: new Set(),
-        seen: 0,          // the highest seq known to exist
-        armed: false,     // events after now will come through the transport
-        memo: null,       // {event, before, after}: one delta applied once for every subscription
-      };
+      entry = new StreamEntry(stream, channel, source, key);
       this._entries.set(stream, entry);
       this.stats.streams = this._entries.size;
-      this._need(this._channels, channel).add(entry);
-      this._armNew(entry);
-    } else if (entry.table === null && table !== null) {
-      entry.table = table;
-      entry.key = key;
+      let set = this._channels.get(channel);
+      if (!set) {
+        set = new Set();
+        this._channels.set(channel, set);
+      }
+      set.add(entry);
+      // armed at once under the WAL, after its LISTEN otherwise
+      const tx = this._link.tx;
+      if (tx && tx.up) {
+        tx.listen(channel);
+        if (tx.armed(channel)) entry.arm();
+      }
+    } else {
+      entry.learn(source, key);
     }
     return entry;
   }
@@ -666,712 +385,369 @@ class HxHub extends EventEmitter {
   _dropEntry(entry) {
     this._entries.delete(entry.stream);
     this.stats.streams = this._entries.size;
-    this._snapQ.delete(entry);
-    this._catchQ.delete(entry);
-    this._headsQ.delete(entry);
-    this._recheck.delete(entry);
+    entry.drop();
+    this._reader.forget(entry);
     const set = this._channels.get(entry.channel);
-    if (set) {
-      set.delete(entry);
-      if (set.size === 0) {
-        this._channels.delete(entry.channel);
-        this._listenQ.delete(entry.channel);
-        if (this._tx && this._tx.kind === 'listen' && this._tx.listening.has(entry.channel)) {
-          this._unlistenQ.add(entry.channel);
-          this._kickListen();
-        }
-      }
-    }
-  }
-
-  /** A new entry: armed at once under the WAL, after its LISTEN otherwise. */
-  _armNew(entry) {
-    const tx = this._tx;
-    if (!tx || !tx.up) return;
-    if (tx.kind === 'wal' || tx.listening.has(entry.channel)) {
-      this._unlistenQ.delete(entry.channel); // an UNLISTEN not sent yet: keep listening
-      entry.armed = true;
-    } else {
-      this._unlistenQ.delete(entry.channel);
-      this._listenQ.add(entry.channel);
-      this._kickListen();
-    }
+    if (!set) return;
+    set.delete(entry);
+    if (set.size > 0) return;
+    this._channels.delete(entry.channel);
+    if (this._link.tx) this._link.tx.unlisten(entry.channel);
   }
 
   _attach(sub, entry) {
-    sub._entry = entry;
-    sub.stream = entry.stream;
-    sub.channel = entry.channel;
     entry.subs.add(sub);
-    if (sub._after !== null) {
-      sub._phase = 'live';
-      sub._force = true; // it does not know the head: read the log after its seq
-    } else if (entry.table !== null) {
-      sub._phase = 'snapshot';
-    } else {
-      // {stream} alone: no snapshot; the state builds up from the log's
-      // first event (an insert's STATE_SNAPSHOT)
-      sub._phase = 'live';
-      sub._started = true;
-      sub._force = true;
-    }
+    sub._attach(entry);
     this._check(sub);
   }
 
   /** The entries became armed: snapshots may be read, and the log after each cursor. */
   _armed(entries) {
     for (const entry of entries) {
-      if (!this._entries.has(entry.stream) || entry.armed) continue;
-      entry.armed = true;
+      if (entry.dropped || entry.armed) continue;
+      entry.arm();
       // a subscription that has a position may have missed events while
-      // unarmed: rule 4 (those waiting for a snapshot need no head)
+      // unarmed: rule 5 (those waiting for a snapshot need no head)
       for (const sub of entry.subs) {
-        if (sub._phase === 'live') {
-          this._headsQ.add(entry);
+        if (sub.phase === 'live') {
+          this._reader.heads(entry);
           break;
         }
       }
       for (const sub of entry.subs) this._check(sub);
     }
-    this._kick();
   }
 
   _disarmAll() {
     for (const entry of this._entries.values()) {
-      entry.armed = false;
-      this._unrequestSnapshot(entry);
+      entry.disarm();
+      this.onSnapshotUnsent(entry);
     }
-    this._snapQ.clear(); // requested again once armed
-  }
-
-  /** Snapshot requests of the entry that were not sent: to be made again. */
-  _unrequestSnapshot(entry) {
-    for (const sub of entry.subs) if (sub._phase === 'snapshot' && sub._snapTick === 0) sub._snapTick = -1;
+    this._reader.dropSnapshots(); // requested again once armed
   }
 
   // -------------------------------------------------------------------
-  // Events in
+  // From the transports
   // -------------------------------------------------------------------
 
-  /** An event from the transport. */
-  _onEvent(stream, seq, event, via) {
-    const entry = this._entries.get(stream);
-    if (!entry) return;
-    if (seq > entry.seen) entry.seen = seq;
-    for (const sub of entry.subs) {
-      if (via === 'notify') sub.stats.notifications++;
-      else sub.stats.walEvents++;
-      this._offer(sub, seq, event);
+  _onWalInsert(streamBuf, seqBuf, eventBuf) {
+    this.stats.walInserts++;
+    const entry = this._entries.get(streamBuf.toString('utf8'));
+    if (!entry) return; // not followed: not even parsed
+    this.stats.walEvents++;
+    let event;
+    try {
+      event = JSON.parse(eventBuf.toString('utf8'));
+    } catch (err) {
+      return; // cannot happen for jsonb; the log has it anyway
     }
+    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, eventBuf.length, 'wal');
   }
 
-  /** A reference: the event is in the log. */
-  _onReference(stream, seq) {
-    const entry = this._entries.get(stream);
-    if (!entry) return;
-    if (seq > entry.seen) entry.seen = seq;
-    for (const sub of entry.subs) {
-      sub.stats.notifications++;
-      sub.stats.references++;
+  /** An event the log holds at seq, bytes long (rule 2): the WAL brings the log's own rows. */
+  _onLogEvent(entry, seq, event, bytes, via) {
+    entry.saw(seq);
+    for (const sub of [...entry.subs]) {
+      sub._noticed(via);
+      const r = sub._offer(seq, event, bytes);
+      if (r === 'old') continue;
+      if (r === 'overflow') {
+        this.stats.overflows++;
+      } else if (r instanceof Error) {
+        this._error(r, [sub]);
+        this._resync(sub, 'invalid');
+      }
       this._check(sub);
     }
   }
 
-  /** Something on a channel that we cannot read: the log has whatever it announced. */
-  _onUnknown(channel) {
+  /**
+   * A notification on channel (rule 3): hint is {stream, seq, ref} when its
+   * payload named them, else null.  Only the channel's own streams are
+   * concerned; a seq that a stream names is known to exist (its
+   * subscriptions behind it read the log), anything else costs a read of
+   * the heads of the channel's streams.
+   */
+  _onHint(channel, hint) {
+    this.stats.notifications++;
+    if (hint && hint.ref) this.stats.references++;
     const set = this._channels.get(channel);
     if (!set) return;
     for (const entry of set) {
-      for (const sub of entry.subs) {
-        sub.stats.notifications++;
-        if (sub._phase === 'live') sub._force = true;
-        this._check(sub);
+      const named = hint !== null && hint.stream === entry.stream;
+      for (const sub of entry.subs) sub._noticed(hint && hint.ref ? 'ref' : 'notify');
+      if (!named) {
+        this._reader.heads(entry);
+        continue;
       }
+      entry.saw(hint.seq);
+      for (const sub of [...entry.subs]) this._check(sub);
     }
   }
 
-  /** Rule 2 for one subscription and one event. */
-  _offer(sub, seq, event) {
-    if (sub._phase !== 'live' || seq <= sub._seq) return;
-    if (seq === sub._seq + 1) {
-      if (sub._queued < sub._maxQueue) {
-        this._accept(sub, seq, event);
-      } else {
-        this._overflow(sub);
-      }
+  _onListening(channels) {
+    const armed = [];
+    for (const c of channels) {
+      const set = this._channels.get(c);
+      if (set) for (const entry of set) armed.push(entry);
     }
-    this._check(sub);
+    // rule 1: the channel is LISTENed; what commits from now on is announced
+    this._armed(armed);
   }
 
-  /** Its queue is full and an event came. */
-  _overflow(sub) {
-    sub.stats.overflows++;
-    this.stats.overflows++;
-    if (sub._overflow === 'log') {
-      sub._held = true;
-      return;
+  _onUnlistened(channels) {
+    for (const c of channels) {
+      const set = this._channels.get(c);
+      if (!set) continue;
+      // followed again while the UNLISTEN was on its way: LISTEN again, and
+      // until then the streams are not armed
+      for (const entry of set) entry.disarm();
+      this._link.tx.listen(c);
     }
-    // 'snapshot': drop what waits, go back to what was handed out, and
-    // read a fresh snapshot once the consumer is done with its event
-    sub._queue = sub._queue.filter((item) => item.kind !== 'event');
-    sub._queued = 0;
-    if (!sub._readyDone) sub._readyQueued = false;
-    sub._queue = sub._queue.filter((item) => item.kind !== 'ready');
-    sub._seq = sub.seq;
-    sub._state = sub.state;
-    sub._ended = sub.ended;
-    sub._more = sub._force = false;
-    sub._phase = 'paused';
-    sub._resyncReason = 'overflow';
   }
 
-  /** Accept the next event: the state after it, queued for the consumer. */
-  _accept(sub, seq, event) {
-    const before = sub._state;
-    let after;
-    if (sub._keepState) {
-      const entry = sub._entry;
-      const m = entry.memo;
-      if (m && m.event === event && m.before === before) {
-        after = m.after;
-      } else {
-        try {
-          after = applyEvent(before, event);
-        } catch (err) {
-          err.message = `hxstate: event ${seq} of ${sub.stream} does not apply: ${err.message}`;
-          this._error(err, sub);
-          this._resync(sub, 'invalid');
-          return;
-        }
-        entry.memo = { event, before, after };
-      }
-    }
-    const end = isStreamEnd(event);
-    sub._seq = seq;
-    sub._state = after;
-    if (end) sub._ended = true;
-    else if (event.type === 'STATE_SNAPSHOT') sub._ended = false;
-    sub._push({ kind: 'event', seq, event, state: after, ended: sub._ended, end, before: end ? before : undefined });
-  }
+  // -------------------------------------------------------------------
+  // What a subscription needs next
+  // -------------------------------------------------------------------
 
-  /** Read a fresh snapshot (rule 3). */
+  /** Read a fresh snapshot (rule 4). */
   _resync(sub, reason) {
     const entry = sub._entry;
-    if (entry.table === null) {
+    if (entry.source === null) {
       const err = new Error(`hxstate: the log of ${sub.stream} no longer holds seq ${sub._seq + 1}, ` +
         'and a subscription by stream name cannot read a snapshot: follow {table, key} to resync');
       err.code = 'HX_TRIMMED';
       this._failSub(sub, err);
       return;
     }
-    sub._phase = 'snapshot';
-    sub._resyncReason = reason;
-    sub._more = sub._force = false;
+    sub._beginResync(reason);
     this._check(sub);
   }
 
   /**
    * What a subscription needs next, requested (batched) if it needs
-   * anything: a snapshot, a log read, or nothing (then it is ready).
+   * anything: a snapshot (or a sibling's position), a log read, or nothing.
    */
   _check(sub) {
     const entry = sub._entry;
     if (!entry || this._phase === 'stopped') return;
-    switch (sub._phase) {
-      case 'paused':
-        if (sub._queue.length === 0 && !sub._inflight) {
-          sub._phase = 'snapshot';
-          this._check(sub);
-        }
-        return;
-      case 'snapshot':
-        if (!entry.armed || sub._snapTick >= 0) return;
-        if (!sub._started) {
-          // a sibling that follows the stream live has an exact state at
-          // its cursor, and the stream is armed: start from there, no read
-          for (const sib of entry.subs) {
-            if (sib !== sub && sib._phase === 'live' && sib._exact && !sib._ended && sib._keepState) {
-              this._takeSnapshot(sub, sib._seq, sib._state, null);
-              return;
-            }
+    switch (sub._need(entry)) {
+      case 'seed':
+        // a sibling that follows the stream live has an exact state at
+        // its cursor, and the stream is armed: start from there, no read
+        for (const sib of entry.subs) {
+          const seed = sib === sub ? null : sib._seed();
+          if (seed) {
+            this._takeSnapshot(sub, seed.seq, seed.state, null, seed.bytes);
+            return;
           }
         }
-        if (sub._queued < sub._maxQueue) {
-          sub._snapTick = 0; // requested; the request's tick is set when it is sent
-          this._snapQ.add(entry);
-          this._kick();
-        }
+      // falls through
+      case 'snapshot':
+        sub._snapshotRequested();
+        this._reader.snapshot(entry);
         return;
-      case 'live': {
-        if (sub._queued > sub._lowWater) return; // its consumer first
-        sub._held = false;
-        if (sub._force || sub._more || entry.seen > sub._seq) {
-          this._catchQ.add(entry);
-          this._kick();
-        } else if (!sub._readyQueued && sub._synced) {
-          sub._readyQueued = true;
-          sub._push({ kind: 'ready' });
-        }
+      case 'read':
+        this._reader.catchup(entry);
         return;
-      }
       default:
     }
   }
 
   /** The subscription handed something out: it may want more now. */
   _delivered(sub) {
-    const entry = sub._entry;
-    if (!entry) return;
-    switch (sub._phase) {
-      case 'paused':
-        this._check(sub);
-        break;
-      case 'snapshot':
-        if (sub._snapTick < 0) this._check(sub);
-        break;
-      case 'live':
-        if (sub._queued <= sub._lowWater && (sub._held || sub._more || sub._force || entry.seen > sub._seq)) {
-          this._check(sub);
-        }
-        break;
-      default:
-    }
+    this._check(sub);
+  }
+
+  _takeSnapshot(sub, seq, state, last, bytes) {
+    if (sub._takeSnapshot(seq, state, last, bytes) === 'resync') this.stats.resyncs++;
+    this._check(sub);
   }
 
   // -------------------------------------------------------------------
-  // The reader's pump: batched queries
+  // The reader's results (reader.js calls these)
   // -------------------------------------------------------------------
 
-  _kick() {
-    if (this._pumping || this._pumpHandle || this._phase === 'stopped' || this._phase === 'idle') return;
-    if (!this._reader || !this._reader.alive) return;
-    const run = () => {
-      this._pumpHandle = null;
-      this._pumpDone = this._pump().catch((err) => this._error(err));
-    };
-    this._pumpHandle = this._o.batchDelay > 0 ? setTimeout(run, this._o.batchDelay) : setImmediate(run);
+  tick() { return ++this._tick; }
+
+  /** A source by name: one of the sources option's functions, else a table. */
+  sourceOf(name) {
+    const fn = this._sources.get(name);
+    return fn !== undefined ? { fn } : { table: name };
   }
 
-  async _pump() {
-    if (this._pumping) return;
-    this._pumping = true;
-    try {
-      for (;;) {
-        if (this._phase === 'stopped') return;
-        const conn = this._reader;
-        if (!conn || !conn.alive) return;
-        const job = this._nextJob();
-        if (!job) return;
-        try {
-          await job(conn);
-        } catch (err) {
-          if (this._phase === 'stopped') return;
-          if (isConnectionError(err) || !conn.alive) {
-            this._lost(conn, err);
-            return;
-          }
-          // a statement failed on a working connection: start over on a new one
-          this._error(err);
-          this._lost(conn, err);
-          return;
-        }
-      }
-    } finally {
-      this._pumping = false;
-    }
-  }
-
-  /** The next batch to run, round robin over the kinds of work. */
-  _nextJob() {
-    for (let i = 0; i < this._kinds.length; i++) {
-      const kind = this._kinds[(this._rr + i) % this._kinds.length];
-      let job = null;
-      if (kind === 'catchup') job = this._catchupJob();
-      else if (kind === 'snapshot') job = this._snapshotJob();
-      else if (kind === 'resolve') job = this._resolveJob();
-      else job = this._headsJob();
-      if (job) {
-        this._rr = (this._rr + i + 1) % this._kinds.length;
-        return job;
-      }
-    }
-    return null;
-  }
-
-  async _query(conn, text, values) {
-    this.stats.queries++;
-    return conn.client.query(text, values);
-  }
-
-  // -- names and channels ----------------------------------------------
-
-  _resolveJob() {
-    if (this._resolveQ.size > 0) {
-      const [table, keys] = this._resolveQ.entries().next().value;
-      const batch = [];
-      for (const k of keys) {
-        batch.push(k);
-        keys.delete(k);
-        if (batch.length >= this._o.batchSize) break;
-      }
-      if (keys.size === 0) this._resolveQ.delete(table);
-      return (conn) => this._runResolve(conn, table, batch);
-    }
-    if (this._channelQ.size > 0) {
-      const batch = [];
-      for (const s of this._channelQ) {
-        batch.push(s);
-        this._channelQ.delete(s);
-        if (batch.length >= this._o.batchSize) break;
-      }
-      return (conn) => this._runChannels(conn, batch);
-    }
-    return null;
-  }
-
-  async _runResolve(conn, table, keys) {
-    let rows;
-    try {
-      this.stats.nameReads++;
-      ({ rows } = await this._query(conn,
-        `SELECT s.key, s.stream, ${this._schema}.hx_stream_channel(s.stream) AS channel
-           FROM ${this._schema}.hx_stream_snapshots($1::regclass, $2::text[]) s`, [table, keys]));
-    } catch (err) {
-      if (isConnectionError(err) || !conn.alive) {
-        for (const k of keys) this._need(this._resolveQ, table).add(k);
-        throw err;
-      }
-      // a key its type rejects fails the whole batch: halve it until the
-      // bad keys stand alone; anything else fails every key of the table
-      if (isDataError(err) && keys.length > 1) {
-        const half = keys.length >> 1;
-        await this._runResolve(conn, table, keys.slice(0, half));
-        await this._runResolve(conn, table, keys.slice(half));
-        return;
-      }
-      for (const key of keys) this._failTarget(table, key, err);
-      return;
-    }
+  onNames(source, keys, rows) {
     const found = new Map(rows.map((r) => [r.key, r]));
     for (const key of keys) {
-      const t = this._targets.get(`${table}\u0000${key}`);
+      const t = this._targets.get(`${source}\u0000${key}`);
       if (!t || t.subs.size === 0) continue;
       const r = found.get(key);
       if (!r) {
-        this._failTarget(table, key, new Error(`hxstate: no stream for key ${key} of ${table}`));
+        this._failTarget(source, key, new Error(`hxstate: no stream for key ${key} of ${source}`));
         continue;
       }
       t.stream = r.stream;
-      const entry = this._entryFor(r.stream, r.channel, table, key);
-      for (const sub of [...t.subs]) {
-        if (sub._entry === null && sub._phase === 'resolving') this._attach(sub, entry);
-      }
+      const entry = this._entryFor(r.stream, r.channel, source, key);
+      for (const sub of [...t.subs]) if (sub.phase === 'resolving') this._attach(sub, entry);
     }
   }
 
-  _failTarget(table, key, err) {
-    const t = this._targets.get(`${table}\u0000${key}`);
-    if (!t) return;
-    for (const sub of [...t.subs]) this._failSub(sub, err);
+  onNamesFailed(source, keys, err, retrying) {
+    if (!retrying) {
+      for (const key of keys) this._failTarget(source, key, err);
+      return;
+    }
+    const subs = [];
+    for (const key of keys) {
+      const t = this._targets.get(`${source}\u0000${key}`);
+      if (t) subs.push(...t.subs);
+    }
+    this._error(err, subs);
   }
 
-  async _runChannels(conn, streams) {
-    let rows;
-    try {
-      this.stats.nameReads++;
-      ({ rows } = await this._query(conn,
-        `SELECT s AS stream, ${this._schema}.hx_stream_channel(s) AS channel FROM unnest($1::text[]) s`, [streams]));
-    } catch (err) {
-      for (const s of streams) this._channelQ.add(s);
-      throw err;
-    }
+  onChannels(rows) {
     for (const r of rows) {
       const waits = this._streamWaits.get(r.stream);
       if (!waits) continue;
       this._streamWaits.delete(r.stream);
       const entry = this._entryFor(r.stream, r.channel, null, null);
-      for (const sub of waits) if (sub._phase === 'resolving') this._attach(sub, entry);
+      for (const sub of waits) if (sub.phase === 'resolving') this._attach(sub, entry);
     }
   }
 
-  // -- snapshots -------------------------------------------------------
-
-  _snapshotJob() {
-    if (this._snapQ.size === 0) return null;
-    let table = null;
-    const batch = [];
-    for (const entry of this._snapQ) {
-      if (!this._entries.has(entry.stream) || !entry.armed || entry.table === null) {
-        this._snapQ.delete(entry);
-        this._unrequestSnapshot(entry);
-        continue;
-      }
-      if (table === null) table = entry.table;
-      if (entry.table !== table) continue;
-      this._snapQ.delete(entry);
-      batch.push(entry);
-      if (batch.length >= this._o.batchSize) break;
-    }
-    if (batch.length === 0) return null;
-    return (conn) => this._runSnapshots(conn, table, batch);
+  onChannelsFailed(streams, err) {
+    const subs = [];
+    for (const s of streams) subs.push(...(this._streamWaits.get(s) || []));
+    this._error(err, subs);
   }
 
-  async _runSnapshots(conn, table, entries) {
+  /** A snapshot read of entries goes out now: its tick, for the subscriptions waiting. */
+  snapshotSent(entries) {
     const tick = ++this._tick;
-    // the subscriptions this read is for: those waiting for a snapshot now
+    for (const entry of entries) for (const sub of entry.subs) sub._snapshotSent(tick);
+    return tick;
+  }
+
+  onSnapshotUnsent(entry) {
+    for (const sub of entry.subs) sub._snapshotUnsent();
+  }
+
+  /** The read at tick did not bring their snapshots: those that waited for it ask again. */
+  retrySnapshots(entries, tick) {
     for (const entry of entries) {
-      for (const sub of entry.subs) if (sub._phase === 'snapshot') sub._snapTick = tick;
-    }
-    let rows;
-    try {
-      // The state, the seq, and when the state is NULL the last event (is
-      // the row gone, after hx.stream_end?), all in one statement: one
-      // snapshot.
-      this.stats.snapshotReads++;
-      ({ rows } = await this._query(conn,
-        `SELECT s.key, s.stream, s.seq, s.state,
-                (SELECT e.event FROM ${this._schema}.hx_event e
-                  WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) AS last
-           FROM ${this._schema}.hx_stream_snapshots($1::regclass, $2::text[]) s`,
-        [table, entries.map((e) => e.key)]));
-    } catch (err) {
-      if (isConnectionError(err) || !conn.alive) {
-        for (const entry of entries) this._retrySnapshot(entry, tick);
-        throw err;
-      }
-      if (isDataError(err) && entries.length > 1) {
-        const half = entries.length >> 1;
-        await this._runSnapshots(conn, table, entries.slice(0, half));
-        await this._runSnapshots(conn, table, entries.slice(half));
-        return;
-      }
-      // the table lost its trigger, say: a subscription that has not
-      // started fails; one that has tries again after a while
-      for (const entry of entries) {
-        for (const sub of [...entry.subs]) {
-          if (sub._snapTick !== tick) continue;
-          if (!sub._started) this._failSub(sub, err);
-        }
-      }
-      this._error(err);
-      this._later(() => { for (const entry of entries) this._retrySnapshot(entry, tick); });
-      return;
-    }
-    const byKey = new Map(rows.map((r) => [r.key, r]));
-    for (const entry of entries) {
-      if (this._entries.get(entry.stream) !== entry) continue;
-      const r = byKey.get(entry.key);
-      if (!r) { // hx_stream_snapshots gives a row per key: should not happen
-        this._later(() => this._retrySnapshot(entry, tick));
-        continue;
-      }
-      this.stats.snapshots++;
-      const seq = Number(r.seq);
-      if (seq > entry.seen) entry.seen = seq;
       for (const sub of [...entry.subs]) {
-        if (sub._phase === 'snapshot' && sub._snapTick === tick) {
-          this._takeSnapshot(sub, seq, r.state === undefined ? null : r.state, r.last || null);
-        }
-      }
-      // subscriptions that started waiting after the read was sent ask again
-      for (const sub of entry.subs) if (sub._phase === 'snapshot' && sub._snapTick !== tick) this._retrySnapshotSub(sub);
-    }
-  }
-
-  _retrySnapshot(entry, tick) {
-    for (const sub of entry.subs) if (sub._phase === 'snapshot' && sub._snapTick === tick) this._retrySnapshotSub(sub);
-  }
-
-  _retrySnapshotSub(sub) {
-    sub._snapTick = -1;
-    this._check(sub);
-  }
-
-  /** Start (again) from a snapshot: seq, state, and the last event when the state is NULL. */
-  _takeSnapshot(sub, seq, state, last) {
-    sub._snapTick = -1;
-    if (sub._started && seq < sub._seq) { // older than what it has: read again
-      this._check(sub);
-      return;
-    }
-    const initial = !sub._started;
-    const previousSeq = sub._seq;
-    const ended = isStreamEnd(last);
-    sub._started = true;
-    sub._seq = seq;
-    sub._state = sub._keepState ? (ended ? null : state) : undefined;
-    sub._ended = ended;
-    sub._phase = 'live';
-    sub._synced = true;
-    sub._exact = sub._keepState;
-    sub._more = sub._force = false;
-    let resync;
-    if (!initial) {
-      sub.stats.resyncs++;
-      this.stats.resyncs++;
-      resync = { seq, previousSeq, state: ended ? null : state, reason: sub._resyncReason || 'trimmed' };
-    }
-    sub._resyncReason = null;
-    const event = ended ? last : syntheticSnapshot(sub.stream, seq, state);
-    sub._push({ kind: 'event', seq, event, state: sub._state, ended, end: ended, before: null, resync });
-    if (!sub._readyQueued) {
-      sub._readyQueued = true;
-      sub._push({ kind: 'ready' });
-    }
-    this._check(sub);
-  }
-
-  // -- the log -----------------------------------------------------------
-
-  _catchupJob() {
-    if (this._catchQ.size === 0) return null;
-    const batch = [];
-    for (const entry of this._catchQ) {
-      this._catchQ.delete(entry);
-      if (this._entries.get(entry.stream) !== entry) continue;
-      // the lowest cursor of the subscriptions that want to read
-      let after = Infinity;
-      for (const sub of entry.subs) {
-        if (sub._phase !== 'live' || sub._queued > sub._lowWater) continue;
-        if (sub._force || sub._more || entry.seen > sub._seq) after = Math.min(after, sub._seq);
-      }
-      if (after === Infinity) continue;
-      batch.push({ entry, after });
-      if (batch.length >= this._o.batchSize) break;
-    }
-    if (batch.length === 0) return null;
-    // at most batchEvents rows in all: the page per stream shrinks with the batch
-    const limit = Math.max(1, Math.min(this._o.pageSize, Math.floor(this._o.batchEvents / batch.length)));
-    return (conn) => this._runCatchup(conn, batch, limit);
-  }
-
-  async _runCatchup(conn, batch, limit) {
-    const tick = ++this._tick;
-    for (const b of batch) b.seen = b.entry.seen;
-    let rows;
-    try {
-      ({ rows } = await this._query(conn,
-        `SELECT stream, seq, event FROM ${this._schema}.hx_stream_events_after($1::text[], $2::int8[], $3)`,
-        [batch.map((b) => b.entry.stream), batch.map((b) => String(b.after)), limit]));
-    } catch (err) {
-      for (const b of batch) this._catchQ.add(b.entry);
-      throw err;
-    }
-    this.stats.pages++;
-    const byStream = new Map();
-    for (const r of rows) {
-      let list = byStream.get(r.stream);
-      if (!list) {
-        list = [];
-        byStream.set(r.stream, list);
-      }
-      list.push({ seq: Number(r.seq), event: r.event });
-    }
-    for (const b of batch) {
-      const entry = b.entry;
-      if (this._entries.get(entry.stream) !== entry) continue;
-      const list = byStream.get(entry.stream) || [];
-      const top = list.length > 0 ? list[list.length - 1].seq : b.after;
-      if (top > entry.seen) entry.seen = top;
-      for (const sub of [...entry.subs]) this._applyPage(sub, b, list, limit, tick);
-      // The log ended below a seq we were told exists (a head, a
-      // notification): decoding can announce a commit a moment before it
-      // is visible, and a stray notification can announce anything.  Take
-      // the log's word for now and look again shortly.
-      if (list.length < limit && entry.seen > top && entry.seen === b.seen) {
-        entry.seen = top;
-        this._recheckSoon(entry);
-      }
-      for (const sub of entry.subs) this._check(sub);
-    }
-  }
-
-  /** Rule 2 and 3 over one page of the log, for one subscription. */
-  _applyPage(sub, b, list, limit, tick) {
-    if (sub._phase !== 'live') return;
-    if (sub._seq < b.after) { // it moved back (a resync older than the read): read again
-      sub._force = true;
-      return;
-    }
-    sub.stats.pages++;
-    let hole = false;
-    let full = false;
-    for (const row of list) {
-      if (row.seq <= sub._seq) continue;
-      if (row.seq !== sub._seq + 1) {
-        hole = true;
-        break;
-      }
-      if (sub._queued >= sub._maxQueue) {
-        full = true;
-        break;
-      }
-      this._accept(sub, row.seq, row.event);
-      if (sub._phase !== 'live') return; // did not apply: resyncing
-    }
-    if (sub._joinTick < tick) sub._synced = true;
-    sub._force = false;
-    if (hole) {
-      this._resync(sub, 'trimmed');
-      return;
-    }
-    const top = list.length > 0 ? list[list.length - 1].seq : b.after;
-    sub._more = full || (list.length >= limit && sub._seq >= top);
-  }
-
-  _recheckSoon(entry) {
-    this._recheck.add(entry);
-    if (this._recheckTimer || this._phase === 'stopped') return;
-    this._recheckTimer = setTimeout(() => {
-      this._recheckTimer = null;
-      for (const e of this._recheck) if (this._entries.get(e.stream) === e) this._headsQ.add(e);
-      this._recheck.clear();
-      this._kick();
-    }, 100);
-  }
-
-  // -- heads -------------------------------------------------------------
-
-  _headsJob() {
-    if (this._headsQ.size === 0) return null;
-    const batch = [];
-    for (const entry of this._headsQ) {
-      this._headsQ.delete(entry);
-      if (this._entries.get(entry.stream) !== entry) continue;
-      batch.push(entry);
-      if (batch.length >= this._o.headsBatch) break;
-    }
-    if (batch.length === 0) return null;
-    return (conn) => this._runHeads(conn, batch);
-  }
-
-  async _runHeads(conn, entries) {
-    const tick = ++this._tick;
-    let rows;
-    try {
-      this.stats.headReads++;
-      ({ rows } = await this._query(conn,
-        `SELECT stream, seq FROM ${this._schema}.hx_stream_heads($1::text[])`, [entries.map((e) => e.stream)]));
-    } catch (err) {
-      for (const e of entries) this._headsQ.add(e);
-      throw err;
-    }
-    const heads = new Map(rows.map((r) => [r.stream, Number(r.seq)]));
-    for (const entry of entries) {
-      if (this._entries.get(entry.stream) !== entry) continue;
-      const head = heads.get(entry.stream) || 0;
-      if (head > entry.seen) entry.seen = head;
-      for (const sub of [...entry.subs]) {
-        if (sub._joinTick < tick) sub._synced = true;
+        if (!sub._waitsFor(tick)) continue;
+        sub._snapshotRetry();
         this._check(sub);
       }
     }
   }
 
-  /** Heads of every followed stream, now (rule 4). */
+  onSnapshots(entries, tick, rows) {
+    const byKey = new Map(rows.map((r) => [r.key, r]));
+    for (const entry of entries) {
+      if (entry.dropped) continue;
+      const r = byKey.get(entry.key);
+      if (!r) { // a source gives a row per key it knows: the key is not there (yet)
+        this._reader.later('snapshot', () => this.retrySnapshots([entry], tick));
+        continue;
+      }
+      const seq = Number(r.seq);
+      entry.saw(seq);
+      const state = r.state === null ? null : r.state.value;
+      const bytes = r.state === null ? 0 : r.state.bytes;
+      const last = r.last === null ? null : r.last.value;
+      for (const sub of [...entry.subs]) if (sub._waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
+      // subscriptions that started waiting after the read was sent ask again
+      for (const sub of [...entry.subs]) {
+        if (sub.phase === 'snapshot' && !sub._waitsFor(tick)) {
+          sub._snapshotRetry();
+          this._check(sub);
+        }
+      }
+    }
+  }
+
+  onSnapshotsFailed(entries, tick, err, transient) {
+    const told = [];
+    for (const entry of entries) {
+      for (const sub of [...entry.subs]) {
+        if (!sub._waitsFor(tick)) continue;
+        // one that has not started fails (no trigger, no such function,
+        // no privilege), unless the error may pass; one that has tries again
+        if (!transient && !sub._hasPosition()) this._failSub(sub, err);
+        else told.push(sub);
+      }
+    }
+    this._error(err, told);
+  }
+
+  /** Where a read of entry's log starts: the lowest cursor of those that want one, or null. */
+  readFrom(entry) {
+    let after = null;
+    for (const sub of entry.subs) {
+      const a = sub._readFrom(entry);
+      if (a !== null && (after === null || a < after)) after = a;
+    }
+    return after;
+  }
+
+  /** Rules 2 and 4 over a page of the log: [{entry, after, seen}], byStream: stream -> rows. */
+  onPage(batch, byStream, limit, tick) {
+    for (const b of batch) {
+      const entry = b.entry;
+      if (entry.dropped) continue;
+      const list = byStream.get(entry.stream) || [];
+      const top = list.length > 0 ? list[list.length - 1].seq : b.after;
+      entry.saw(top);
+      for (const sub of [...entry.subs]) {
+        const r = sub._page(b.after, list, limit, tick);
+        if (r === 'trimmed') {
+          this._resync(sub, 'trimmed');
+        } else if (r instanceof Error) {
+          this._error(r, [sub]);
+          this._resync(sub, 'invalid');
+        }
+      }
+      // The log ended below a seq we were told exists (a head, a hint):
+      // decoding can announce a commit a moment before it is visible, and
+      // a stray or forged notification can announce anything.  Take the
+      // log's word for now and look again shortly.
+      if (list.length < limit && entry.settle(top, b.seen)) this._reader.recheck(entry);
+      for (const sub of [...entry.subs]) this._check(sub);
+    }
+  }
+
+  onHeads(entries, heads, tick) {
+    for (const entry of entries) {
+      if (entry.dropped) continue;
+      entry.saw(heads.get(entry.stream) || 0);
+      for (const sub of [...entry.subs]) {
+        sub._headRead(tick);
+        this._check(sub);
+      }
+    }
+  }
+
+  /** A read of the log or of the heads failed on a working connection; it is tried again later. */
+  onReadFailed(entries, err) {
+    const subs = [];
+    for (const entry of entries) subs.push(...entry.subs);
+    this._error(err, subs);
+  }
+
+  /** The reader's connection is gone: reconnect. */
+  onConnectionError(conn, err) {
+    this._link.lose(conn, err);
+  }
+
+  // -------------------------------------------------------------------
+  // Polling
+  // -------------------------------------------------------------------
+
+  /** Heads of every followed stream, now (rule 5). */
   _pollAll() {
-    for (const entry of this._entries.values()) this._headsQ.add(entry);
-    this._kick();
+    for (const entry of this._entries.values()) this._reader.heads(entry);
   }
 
   /**
@@ -1396,375 +772,46 @@ class HxHub extends EventEmitter {
   }
 
   // -------------------------------------------------------------------
-  // Connections
+  // The link's news (link.js calls these)
   // -------------------------------------------------------------------
 
-  async _config(role) {
-    const option = this._o.pg;
-    let c = typeof option === 'function' ? await option(role) : option;
-    if (typeof c === 'string') c = { connectionString: c };
-    c = {
-      keepAlive: true, // notice half-open connections (a transport is mostly idle)
-      fallback_application_name: this._o.applicationName,
-      ...(c || {}),
-    };
-    if (role === 'replication') c.replication = 'database';
-    return c;
+  _linkReader(conn, schema) {
+    this._reader.use(conn, schema);
   }
 
-  /** Open a connection; stop() waits for opens in flight. */
-  _open(role) {
-    const opening = this._openNow(role);
-    const settled = opening.then(noop, noop);
-    this._opening.add(settled);
-    settled.then(() => this._opening.delete(settled));
-    return opening;
+  /** The transport is up: the WAL arms every stream (rule 1), LISTEN starts on every channel. */
+  _linkUp(tx) {
+    if (tx.kind === 'wal') this._armed([...this._entries.values()]);
+    else for (const channel of this._channels.keys()) tx.listen(channel);
   }
 
-  async _openNow(role) {
-    const client = new pg.Client(await this._config(role));
-    const conn = { role, client, alive: false };
-    // The listeners stay for the client's lifetime: an 'error' without a
-    // listener would crash the process.  _lost ignores dead connections.
-    client.on('error', (err) => this._lost(conn, err));
-    client.on('end', () => this._lost(conn, new Error('hxstate: connection closed')));
-    try {
-      await client.connect();
-    } catch (err) {
-      this._close(conn);
-      throw err;
-    }
-    if (this._phase === 'stopped') {
-      this._close(conn);
-      throw new Error('HxHub: stopped');
-    }
-    conn.alive = true;
-    this.stats.connections++;
-    if (this.stats.connections > this.stats.maxConnections) this.stats.maxConnections = this.stats.connections;
-    return conn;
+  /** The reader and the transport are connected: run what waits. */
+  _linkReady() {
+    this._reader.kick();
   }
 
-  /** Close a connection; stop() waits for it. */
-  _close(conn) {
-    if (conn.alive) {
-      conn.alive = false;
-      this.stats.connections--;
-    }
-    const closing = conn.client.end().catch(noop);
-    this._closing.add(closing);
-    closing.then(() => this._closing.delete(closing));
-  }
-
-  _closeTx() {
-    const tx = this._tx;
-    this._tx = null;
-    if (!tx) return;
-    tx.up = false;
-    this.stats.listening = 0;
-    if (tx.wal) tx.wal.close();
-    if (tx.conn !== this._reader) this._close(tx.conn);
+  /** The transport is gone: nothing is armed until it is back. */
+  _linkDown() {
     this._disarmAll();
   }
 
-  /** A connection failed or ended: forget it, and reconnect what is missing. */
-  _lost(conn, err) {
-    if (!conn.alive) return;
-    this._close(conn);
-    if (this._phase === 'stopped') return;
-    if (this._tx && this._tx.conn === conn) this._closeTx();
-    if (this._reader === conn) this._reader = null;
-    if (this._phase !== 'running') return; // start() reports it
-    this._down = true;
+  _linkLost(err, role) {
     this.stats.disconnects++;
-    this._emitSafe('disconnect', err, conn.role);
+    this._emitSafe('disconnect', err, role);
     this._error(err);
-    this._scheduleReconnect();
   }
 
-  /**
-   * Reconnect what is missing, after a backoff delay; one attempt at a
-   * time (a second lost connection while an attempt runs waits for it, so
-   * no connection is ever opened twice).
-   */
-  _scheduleReconnect() {
-    if (this._phase !== 'running' || this._reconnectTimer || this._establishing) return;
-    const { min, max } = this._o.reconnect;
-    const base = Math.min(max, min * 2 ** Math.min(this._attempt, 30));
-    const delay = base / 2 + (Math.random() * base) / 2;
-    this._attempt++;
-    this._reconnectTimer = setTimeout(() => {
-      this._reconnectTimer = null;
-      this._establishing = this._establish().then(() => {
-        if (this._phase !== 'running' || !this.connected) return;
-        this._attempt = 0;
-        if (this._down) {
-          this._down = false;
-          this.stats.reconnects++;
-          this._emitSafe('reconnect');
-        }
-      }, (err) => {
-        if (this._phase === 'running') this._error(err);
-      }).then(() => {
-        this._establishing = null;
-        if (this._phase === 'running' && !this.connected) this._scheduleReconnect();
-      });
-    }, delay);
+  _linkBack() {
+    this.stats.reconnects++;
+    this._emitSafe('reconnect');
   }
 
-  /** Later, after the reconnect backoff's longest delay: retries of failed statements. */
-  _later(fn) {
-    const t = setTimeout(() => {
-      this._laterTimers.delete(t);
-      if (this._phase === 'running') fn();
-    }, this._o.reconnect.max);
-    this._laterTimers.add(t);
+  _linkTransport(transport, reason) {
+    this._emitSafe('transport', { transport, reason });
   }
 
-  /** Open whatever is missing: the reader, then the transport. */
-  async _establish() {
-    if (!this._reader || !this._reader.alive) {
-      const conn = await this._open(this._o.sharedConnection ? 'listen' : 'reader');
-      try {
-        // every time: a reconnect may reach another server (a failover)
-        await this._checkExtension(conn);
-      } catch (err) {
-        this._close(conn);
-        throw err;
-      }
-      if (this._phase === 'stopped') {
-        this._close(conn);
-        throw new Error('HxHub: stopped');
-      }
-      this._reader = conn;
-    }
-    if (!this._tx) await this._openTransport();
-    this._kick();
-  }
-
-  async _checkExtension(conn) {
-    const { rows } = await conn.client.query(
-      `SELECT e.extversion, n.nspname FROM pg_catalog.pg_extension e
-         JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'hxstate'`);
-    if (rows.length === 0) throw new Error('HxHub: the hxstate extension is not installed in this database');
-    if (!versionAtLeast(rows[0].extversion, MIN_VERSION)) {
-      throw new Error(`HxHub: hxstate ${rows[0].extversion} is too old: 0.5.0 or later is needed ` +
-        '(ALTER EXTENSION hxstate UPDATE)');
-    }
-    this._schemaName = rows[0].nspname;
-    this._schema = quoteIdent(rows[0].nspname);
-  }
-
-  /**
-   * Why the WAL transport cannot be used here (null: it can): wal_level,
-   * max_wal_senders, the role's REPLICATION attribute, the publication.
-   */
-  async _walBlocker(conn) {
-    const { rows } = await conn.client.query(
-      `SELECT current_setting('wal_level') AS wal_level,
-              current_setting('max_wal_senders')::int AS senders,
-              current_user AS role,
-              (SELECT r.rolreplication OR r.rolsuper FROM pg_catalog.pg_roles r
-                WHERE r.rolname = current_user) AS replication,
-              EXISTS (SELECT 1 FROM pg_catalog.pg_publication p WHERE p.pubname = $1) AS publication,
-              EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t
-                       WHERE t.pubname = $1 AND t.schemaname = $2
-                         AND (t.tablename = 'hx_event' OR t.tablename ~ '^hx_event_[0-9]+$')) AS publishes`,
-      [this._o.publication, this._schemaName]);
-    const r = rows[0];
-    const pub = this._o.publication;
-    if (r.wal_level !== 'logical') return `wal_level is ${r.wal_level}, not logical`;
-    if (!(r.senders > 0)) return 'max_wal_senders is 0';
-    if (!r.replication) return `role "${r.role}" has no REPLICATION attribute`;
-    if (!r.publication) return `publication "${pub}" does not exist (SELECT hx_stream_publication() creates it)`;
-    if (!r.publishes) return `publication "${pub}" does not publish hx_event`;
-    return null;
-  }
-
-  async _openTransport() {
-    let kind = this._o.transport;
-    let reason = null;
-    if (kind !== 'listen') {
-      const blocker = await this._walBlocker(this._reader);
-      if (blocker) {
-        if (kind === 'wal') throw new Error(`HxHub: cannot follow over the WAL: ${blocker}`);
-        kind = 'listen';
-        reason = `${blocker}: following over LISTEN`;
-      }
-    }
-    if (kind !== 'listen') {
-      try {
-        await this._openWal();
-        this._setTransport('wal', null);
-        return;
-      } catch (err) {
-        const refused = err.code === 'HX_SLOT_TIMEOUT' || !isConnectionError(err);
-        if (this._o.transport === 'wal' || !refused || this._phase === 'stopped') throw err;
-        // the server refused the replication connection or the slot
-        // (pg_hba.conf, max_replication_slots, ...), or the slot took too
-        // long: LISTEN instead, until the next reconnect tries again
-        kind = 'listen';
-        reason = `the WAL transport failed (${err.message}): following over LISTEN`;
-      }
-    }
-    await this._openListen();
-    this._setTransport('listen', reason);
-  }
-
-  _setTransport(kind, reason) {
-    const changed = this._transport !== kind || this._transportReason !== reason;
-    this._transport = kind;
-    this._transportReason = reason;
-    if (changed) this._emitSafe('transport', { transport: kind, reason });
-  }
-
-  async _openWal() {
-    const conn = await this._open('replication');
-    let tx;
-    try {
-      const wal = new WalStream(conn.client, {
-        publication: this._o.publication,
-        schema: this._schemaName,
-        statusInterval: this._o.statusInterval,
-        onInsert: (stream, seq, event) => this._onWalInsert(stream, seq, event),
-        onError: (err) => this._lost(conn, err),
-      });
-      // Creating a logical slot waits until every transaction that holds
-      // a transaction id when it starts has ended: a long transaction can
-      // hold it back indefinitely.  Give up after slotTimeout (closing the
-      // connection ends the attempt, and its slot with it).
-      let timer;
-      const timeout = new Promise((resolve, reject) => {
-        timer = setTimeout(() => {
-          const err = new Error(`the replication slot was not ready within ${this._o.slotTimeout} ms ` +
-            '(a long transaction holds it back)');
-          err.code = 'HX_SLOT_TIMEOUT';
-          reject(err);
-        }, this._o.slotTimeout);
-      });
-      const creating = wal.createSlot();
-      creating.catch(noop); // after a timeout, its failure is the closed connection's
-      try {
-        await Promise.race([creating, timeout]);
-      } finally {
-        clearTimeout(timer);
-      }
-      if (this._phase === 'stopped' || !conn.alive) throw new Error('HxHub: stopped');
-      tx = { kind: 'wal', conn, wal, listening: null, up: true };
-      this._tx = tx;
-      wal.start();
-    } catch (err) {
-      if (!tx) this._close(conn);
-      throw err;
-    }
-    // rule 1: from the slot's consistent point on, every commit is streamed
-    this._armed([...this._entries.values()]);
-  }
-
-  _onWalInsert(streamBuf, seqBuf, eventBuf) {
-    this.stats.walInserts++;
-    const stream = streamBuf.toString('utf8');
-    if (!this._entries.has(stream)) return; // not followed: not even parsed
-    this.stats.walEvents++;
-    let event;
-    try {
-      event = JSON.parse(eventBuf.toString('utf8'));
-    } catch (err) {
-      return; // cannot happen for jsonb; the log has it anyway
-    }
-    this._onEvent(stream, Number(seqBuf.toString('latin1')), event, 'wal');
-  }
-
-  async _openListen() {
-    const conn = this._o.sharedConnection ? this._reader : await this._open('listen');
-    const tx = { kind: 'listen', conn, wal: null, listening: new Set(), up: true };
-    conn.client.on('notification', (msg) => {
-      if (this._tx === tx) this._onNotification(msg);
-    });
-    this._tx = tx;
-    this._unlistenQ.clear();
-    for (const channel of this._channels.keys()) this._listenQ.add(channel);
-    this._kickListen();
-  }
-
-  _onNotification(msg) {
-    this.stats.notifications++;
-    let payload = null;
-    try {
-      payload = JSON.parse(msg.payload);
-    } catch (err) {
-      // not ours to interpret: the log has whatever it announced
-    }
-    if (payload && payload.ref === true && typeof payload.stream === 'string' && Number.isSafeInteger(payload.seq)) {
-      this.stats.references++;
-      this._onReference(payload.stream, payload.seq);
-      return;
-    }
-    const meta = payload && payload.metadata;
-    if (meta && typeof meta.stream === 'string' && Number.isSafeInteger(meta.seq) && payload.ref === undefined) {
-      this._onEvent(meta.stream, meta.seq, payload, 'notify');
-      return;
-    }
-    this._onUnknown(msg.channel);
-  }
-
-  // -- LISTEN / UNLISTEN ---------------------------------------------------
-
-  _kickListen() {
-    if (this._listenPumping || !this._tx || this._tx.kind !== 'listen' || this._phase === 'stopped') return;
-    this._listenDone = this._pumpListen().catch((err) => this._error(err));
-  }
-
-  /** LISTEN and UNLISTEN in batches: one simple-protocol query of many statements each. */
-  async _pumpListen() {
-    this._listenPumping = true;
-    try {
-      for (;;) {
-        const tx = this._tx;
-        if (!tx || tx.kind !== 'listen' || !tx.conn.alive || this._phase === 'stopped') return;
-        const q = this._unlistenQ.size > 0 ? this._unlistenQ : this._listenQ;
-        if (q.size === 0) return;
-        const verb = q === this._unlistenQ ? 'UNLISTEN' : 'LISTEN';
-        const batch = [];
-        for (const c of q) {
-          q.delete(c);
-          batch.push(c);
-          if (batch.length >= this._o.batchSize) break;
-        }
-        try {
-          await tx.conn.client.query(batch.map((c) => `${verb} ${quoteIdent(c)}`).join(';'));
-        } catch (err) {
-          for (const c of batch) q.add(c);
-          if (this._tx === tx) this._lost(tx.conn, err);
-          return;
-        }
-        if (this._tx !== tx) return;
-        if (verb === 'UNLISTEN') {
-          for (const c of batch) {
-            tx.listening.delete(c);
-            // followed again while the UNLISTEN was on its way: LISTEN again,
-            // and until then the stream is not armed
-            const set = this._channels.get(c);
-            if (set) {
-              for (const entry of set) entry.armed = false;
-              this._listenQ.add(c);
-            }
-          }
-          this.stats.listening = tx.listening.size;
-          continue;
-        }
-        const armed = [];
-        for (const c of batch) {
-          tx.listening.add(c);
-          this.stats.listening = tx.listening.size;
-          const set = this._channels.get(c);
-          if (set) for (const entry of set) armed.push(entry);
-        }
-        // rule 1: the channel is LISTENed; what commits from now on is announced
-        this._armed(armed);
-      }
-    } finally {
-      this._listenPumping = false;
-    }
+  _linkError(err) {
+    this._error(err);
   }
 
   // -------------------------------------------------------------------
@@ -1773,21 +820,30 @@ class HxHub extends EventEmitter {
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
-    try {
-      this.emit(name, ...args);
-    } catch (err) {
-      process.nextTick(() => { throw err; });
-    }
+    emitSafe(this, name, args, (err) => this._listenerFailed(err, null));
   }
 
   /**
    * 'error' reports what the hub recovers from by itself (a lost
-   * connection, a failed statement); only when someone listens.
+   * connection, a failed statement): on each subscription it concerns, and
+   * once on the hub; each only when someone listens.
    */
-  _error(err, sub) {
+  _error(err, subs = []) {
     this.stats.errors++;
-    if (sub) sub._emitError(err);
-    if (this.listenerCount('error') > 0) this._emitSafe('error', err);
+    for (const sub of subs) sub._emitError(err);
+    if (this._phase !== 'stopped') emitError(this, err);
+  }
+
+  /**
+   * A listener threw or rejected: its error goes to the subscription's
+   * 'error' if someone listens there, else the hub's, else a process
+   * warning; the subscription goes on with its next event.
+   */
+  _listenerFailed(err, sub) {
+    this.stats.errors++;
+    if (sub && sub._emitError(err)) return;
+    if (this._phase !== 'stopped' && emitError(this, err)) return;
+    warnUnheard(err);
   }
 }
 

@@ -29,6 +29,8 @@
 // start and stop.
 const { EventEmitter } = require('node:events');
 const { HxHub } = require('./hub');
+const { syntheticSnapshot } = require('./subscription');
+const { callListeners, emitSafe, emitError, warnUnheard } = require('./emit');
 
 class HxStream extends EventEmitter {
   /**
@@ -48,6 +50,7 @@ class HxStream extends EventEmitter {
    *   (pg, pollInterval, reconnect and pageSize are then the hub's)
    * @param {number} [options.maxQueue] events waiting for a slow 'event'
    *   listener (one that returns a promise) at most; see the hub
+   * @param {number} [options.maxQueueBytes] bytes of those events at most
    */
   constructor(options) {
     super();
@@ -66,7 +69,9 @@ class HxStream extends EventEmitter {
       reconnect: o.reconnect,
       pageSize: o.pageSize === undefined ? 1000 : o.pageSize,
     });
-    this._maxQueue = o.maxQueue;
+    this._queueOptions = {};
+    if (o.maxQueue !== undefined) this._queueOptions.maxQueue = o.maxQueue;
+    if (o.maxQueueBytes !== undefined) this._queueOptions.maxQueueBytes = o.maxQueueBytes;
     this._phase = 'idle';          // idle | starting | running | stopped
     this._sub = null;
     this._stopping = null;
@@ -111,8 +116,7 @@ class HxStream extends EventEmitter {
   async start() {
     if (this._phase !== 'idle') throw new Error('HxStream: start() may be called once');
     this._phase = 'starting';
-    const sub = this._hub.follow({ table: this.table, key: this.key },
-      this._maxQueue === undefined ? {} : { maxQueue: this._maxQueue });
+    const sub = this._hub.follow({ table: this.table, key: this.key }, this._queueOptions);
     this._sub = sub;
     sub.on('event', (event, state) => this._emitEvent(event, state));
     sub.on('end', (event, before) => this._emitSafe('end', event, before));
@@ -166,12 +170,7 @@ class HxStream extends EventEmitter {
    * for a consumer that joins late, e.g. a browser connecting to a gateway.
    */
   snapshotEvent() {
-    return {
-      type: 'STATE_SNAPSHOT',
-      snapshot: this.state,
-      timestamp: Date.now(),
-      metadata: { stream: this.stream, seq: this.seq, synthetic: true },
-    };
+    return syntheticSnapshot(this.stream, this.seq, this.state);
   }
 
   _listenHub(name, fn) {
@@ -180,33 +179,24 @@ class HxStream extends EventEmitter {
   }
 
   /**
-   * Hand an event to the 'event' listeners.  A listener that throws does
-   * not break the bookkeeping: its exception is rethrown on its own tick
-   * (an uncaught exception, as from any other callback).  A listener that
-   * returns a promise holds the next event back until it settles.
+   * Hand an event to the 'event' listeners.  A listener that throws or
+   * rejects does not break the bookkeeping: its error goes to 'error' (a
+   * process warning when nothing listens), and the stream goes on.  A
+   * listener that returns a promise holds the next event back until it
+   * settles.
    */
   _emitEvent(event, state) {
-    if (this._phase === 'stopped') return undefined;
-    let waits = null;
-    for (const fn of this.rawListeners('event')) {
-      try {
-        const r = fn.call(this, event, state);
-        if (r && typeof r.then === 'function') (waits || (waits = [])).push(r);
-      } catch (err) {
-        process.nextTick(() => { throw err; });
-      }
-    }
-    if (!waits) return undefined;
-    return Promise.all(waits);
+    if (this._phase === 'stopped') return null;
+    return callListeners(this, 'event', [event, state], this._onListenerError);
   }
+
+  _onListenerError = (err) => {
+    if (!this._emitError(err)) warnUnheard(err);
+  };
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
-    try {
-      this.emit(name, ...args);
-    } catch (err) {
-      process.nextTick(() => { throw err; });
-    }
+    emitSafe(this, name, args, this._onListenerError);
   }
 
   /**
@@ -215,7 +205,8 @@ class HxStream extends EventEmitter {
    * so an application that does not care is not crashed by it.
    */
   _emitError(err) {
-    if (this.listenerCount('error') > 0) this._emitSafe('error', err);
+    if (this._phase === 'stopped') return false;
+    return emitError(this, err);
   }
 }
 

@@ -12,7 +12,7 @@ const DB = 'hx_client_follow';
 let db;
 before(async () => {
   db = await h.freshDatabase(DB);
-  await h.streamTable(db, 'sessions');
+  await h.streamTable(db, 'sessions', 'payload=auto');
 });
 after(async () => { await db.end(); });
 
@@ -68,9 +68,10 @@ test('initial snapshot, then every delta in seq order with the right state', asy
     assert.equal(stream.ended, false);
     assert.equal(stream.log.resyncs.length, 0);
     assert.equal(stream.log.errors.length, 0);
-    // every event came by NOTIFY, none needed the log
+    // every event was announced by NOTIFY, and read from the log (a
+    // notification is a hint, never content)
     assert.equal(stream.stats.notifications, last - 3);
-    assert.equal(stream.stats.pages, 0);
+    assert.ok(stream.stats.pages >= 1);
   } finally {
     await stream.stop();
   }

@@ -26,7 +26,10 @@
 //   5. no NULL result from a STRICT function with non-NULL arguments;
 //   6. hx_diff's patch applies: hx_patch(old, hx_diff(old, new, mode)) = new;
 //   7. no server WARNING (resource leaks are reported as warnings);
-//   8. the fuzzer's own setup statements succeed (else the fuzzer is wrong).
+//   8. the fuzzer's own setup statements succeed (else the fuzzer is wrong);
+//   9. a stream's state rebuilt by hx_stream_state_at is the state its row
+//      had at that seq (replay scenarios: fz_replay_check, in tables.js,
+//      raises HXFZ1 when it is not, or when rebuilding fails).
 //
 // Time limits: statement_timeout (--timeout-ms, 10 s) limits each batch.
 // PostgreSQL arms that timer when a top-level statement starts, so a SET
@@ -257,6 +260,7 @@ class Judge {
     }
     // an error
     if (r.code === 'XX000') return { sig: `${x.kind}:XX000`, detail: 'internal error: ' + what };
+    if (r.code === 'HXFZ1') return { sig: 'replay', detail: 'a replayed state is not the recorded one: ' + r.message };
     if (x.kind !== 'sql') {
       return this.documented.has(r.code) ? null : { sig: `${x.kind}:${r.code}`, detail: 'SQLSTATE not in README.md: ' + what };
     }

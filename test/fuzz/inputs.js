@@ -38,7 +38,14 @@
 //     schema and machine changes;
 //   - the other functions (hx_next_phase, hx_machine_dot, hx_stream_channel,
 //     hx_stream_events, hx_stream_snapshot, hx_stream_trim) with odd
-//     arguments.
+//     arguments;
+//   - replays: a row of tables.js's fz_replay changed tens to hundreds of
+//     times through hx_stream (op lists made against a model of the row,
+//     large strings, a delete and insert in between), mostly with the op
+//     engine's compaction threshold lowered so that replaying crosses it;
+//     rarely (big inputs) eighty changes of a 1 MB member that cross the
+//     real threshold; then hx_stream_state_at at sampled seqs must give
+//     back the state the row had at each.
 //
 // Statement flags: 's' setup, must succeed (else the fuzzer is wrong and
 // says so); 'f' fire, any error must be documented; 'c' core, a statement
@@ -47,7 +54,7 @@
 
 const gen = require('../js/gen.js');
 const { Raw, Pairs, Deep, Rep, RepObj, Long, encode, quote, setOwn } = require('./ast');
-const { TABLES, MACHINES, PHASES, EVENTS } = require('./tables');
+const { TABLES, REPLAY, MACHINES, PHASES, EVENTS } = require('./tables');
 
 // ---------------------------------------------------------------------
 // Seeds
@@ -629,8 +636,10 @@ function diffInput(r) {
   return { kind: 'diff', label: 'hx_diff ' + (mode === undefined ? '(default)' : MODES.includes(mode) ? mode : '(bad mode)'), args: [a, b], mode };
 }
 
-// A big input: deep, long or wide documents, and the ops that reach into them
+// A big input: deep, long or wide documents, and the ops that reach into
+// them; a long replay
 function bigInput(r) {
+  if (r.chance(0.05)) return replayInput(r, true);
   const kind = r.pick(['patch', 'merge', 'merge', 'diff', 'ops']);
   if (kind === 'ops') {
     // thousands of ops on a small document
@@ -1016,6 +1025,75 @@ function scenarioInput(r) {
   return { kind: 'sql', label: 'triggers: ' + [...new Set(fns)].sort().join('+'), table: t.name, stmts };
 }
 
+// A replay: one or two rows of fz_replay (tables.js) changed many times,
+// through hx_stream, by op lists made against a model of each row
+// (hx_patch, hx_merge), large strings set and replaced, the row deleted
+// and inserted again (a new snapshot in the middle of the log); then
+// fz_replay_check rebuilds states with hx_stream_state_at and compares
+// them with the states the row had at those seqs (HXFZ1 when one
+// differs).  The op engine's compaction threshold is mostly lowered, so
+// that the replays rebuild the tree in the middle of deltas.  A big one
+// (rare) keeps the real threshold (64 MB, plus three times the state and
+// the delta) and crosses it: eighty changes of a 1 MB member.
+function replayInput(r, big) {
+  const t = REPLAY;
+  const stmts = [];
+  const mode = r.pick(['arrays=append', 'arrays=replace', 'arrays=index']);
+  stmts.push(S('s', `CREATE TRIGGER fz_stream AFTER INSERT OR UPDATE OR DELETE ON ${t.name} FOR EACH ROW EXECUTE FUNCTION hx_stream('st', 'k', 'payload=none', 'stream=fzr', ${quote(mode)})`));
+  const threshold = big ? null : r.pick(['64kB', '64kB', '64kB', '256kB', '1MB', null]);
+  if (threshold) stmts.push(S('s', `SET LOCAL hxstate.compaction_threshold = '${threshold}'`));
+  const keys = !big && r.chance(0.3) ? [1, 2] : [1];
+  const rows = {};
+  const insert = (k) => {
+    rows[k] = { model: r.chance(0.9) ? stmtDoc(r) : {} };
+    if (Array.isArray(rows[k].model) || !isObj(rows[k].model)) rows[k].model = { root: rows[k].model };
+    return S('s', `INSERT INTO ${t.name} VALUES (${k}, `, json(rows[k].model), ')');
+  };
+  for (const k of keys) stmts.push(insert(k));
+  const units = ['ab', 'x', '😀', 'é~/', '0123456789'];
+  const n = big ? 80 : r.pick([8, 20, 30, 40, 60, 100]);
+  for (let i = 0; i < n; i++) {
+    const k = r.pick(keys);
+    const row = rows[k];
+    const where = ` WHERE k = ${k}`;
+    if (big) {
+      const ops = [{ op: 'replace', path: '/a', value: new Long(500000, 'a' + (i % 10)) }, { op: 'increment', path: '/n', by: 1 }];
+      stmts.push(S('f', `UPDATE ${t.name} SET st = hx_merge(st, `, json(ops), ')' + where));
+      continue;
+    }
+    const roll = r.next();
+    if (roll < 0.04) {
+      stmts.push(S('f', `DELETE FROM ${t.name}` + where));
+      stmts.push(insert(k));
+    } else if (roll < 0.35) {
+      // large strings among small edits: the deltas that fill the tree's memory
+      const next = { model: clone(row.model) };
+      const ops = [];
+      for (let j = 1 + r.int(3); j > 0; j--) {
+        const o = { op: 'replace', path: '/fz_big' + r.int(3), value: new Long(r.pick([100, 1000, 5000, 15000]), r.pick(units)) };
+        ops.push(o);
+        if (isObj(next.model)) setOwn(next.model, o.path.slice(1), o.value);
+        if (r.chance(0.5)) ops.push(mergeOp(r, next, 0));
+      }
+      if (!inputSafe(ops)) continue;
+      stmts.push(S('f', `UPDATE ${t.name} SET st = hx_merge(st, `, json(ops), ')' + where));
+      row.model = next.model;
+    } else {
+      // an op list made against the row's model, kept when jsonb can read it
+      const merge = r.chance(0.5);
+      const next = { model: clone(row.model) };
+      const ops = [];
+      for (let j = 1 + r.int(5); j > 0; j--) ops.push(merge ? mergeOp(r, next, 0) : rfcOp(r, next, 0));
+      if (!inputSafe(ops)) continue;
+      stmts.push(S('f', `UPDATE ${t.name} SET st = ${merge ? 'hx_merge' : 'hx_patch'}(st, `, json(ops), ')' + where));
+      row.model = next.model;
+    }
+  }
+  const step = Math.max(1, Math.ceil(n / (big ? 2 : 12)));
+  stmts.push(S('f', `SELECT fz_replay_check(${step})`));
+  return { kind: 'sql', label: big ? 'hx_stream_state_at (long replay)' : 'hx_stream_state_at (replay)', table: t.name, big, stmts };
+}
+
 // The other functions, with odd arguments
 function miscInput(r) {
   const text = () => r.pick(['', 'x', '😀', 'fz_m', 'agent_session', 'a'.repeat(62), 'a'.repeat(63), 'é'.repeat(40),
@@ -1049,6 +1127,7 @@ function input(seed, i, pbig) {
     else if (roll < 0.64) x = mergeInput(r);
     else if (roll < 0.86) x = diffInput(r);
     else if (roll < 0.96) x = scenarioInput(r);
+    else if (roll < 0.9615) x = replayInput(r, false);
     else x = miscInput(r);
   }
   x.id = i;

@@ -13,6 +13,10 @@
 // with another column order), a jsonb key, a table whose owner may not
 // write the event log, one under row-level security, and a view.
 //
+// Apart from the pool, fz_replay holds the rows of the replay scenarios,
+// with a trigger that records each state and a function that checks
+// hx_stream_state_at against the records.
+//
 // Each table lists its columns with a value type for the generator, the
 // key column used in WHERE clauses and whether that key is unique (then
 // INSERTs add ON CONFLICT DO NOTHING and key changes use fresh values, so
@@ -145,6 +149,61 @@ GRANT SELECT (k), INSERT, UPDATE, DELETE ON fz_rls TO fz_user;`,
   },
 ];
 
+// The table of the replay scenarios (inputs.js, replayInput), apart from
+// the pool that the trigger scenarios pick from: a trigger records the
+// state the row has after each of its stream's events, and
+// fz_replay_check compares hx_stream_state_at with what was recorded.  A
+// scenario creates the hx_stream trigger ("fz_stream", which fires before
+// "zz_fz_record"), so the recorder finds the event the write made.
+const REPLAY = {
+  name: 'fz_replay',
+  ddl: `CREATE TABLE fz_replay (k int PRIMARY KEY, st jsonb NOT NULL DEFAULT '{}');
+CREATE TABLE fz_replay_seen (stream text, seq bigint, st jsonb, PRIMARY KEY (stream, seq));
+CREATE FUNCTION fz_replay_record() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	key int := CASE TG_OP WHEN 'DELETE' THEN OLD.k ELSE NEW.k END;
+BEGIN
+	INSERT INTO fz_replay_seen
+	SELECT 'fzr:' || key, max(e.seq), CASE TG_OP WHEN 'DELETE' THEN 'null' ELSE NEW.st END
+	  FROM hx_event e WHERE e.stream = 'fzr:' || key
+	HAVING max(e.seq) IS NOT NULL
+	ON CONFLICT (stream, seq) DO UPDATE SET st = EXCLUDED.st;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER zz_fz_record AFTER INSERT OR UPDATE OR DELETE ON fz_replay
+	FOR EACH ROW EXECUTE FUNCTION fz_replay_record();
+-- every step-th recorded seq of each stream, and its last: rebuilt from
+-- the log, the state must be the one the row had; SQLSTATE HXFZ1 when it
+-- is not, or when rebuilding it fails
+CREATE FUNCTION fz_replay_check(step int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+	s record;
+	n int := 0;
+	got jsonb;
+	code text;
+	msg text;
+BEGIN
+	FOR s IN SELECT r.stream, r.seq, r.st FROM fz_replay_seen r
+			  WHERE r.seq % step = 0
+				 OR r.seq = (SELECT max(x.seq) FROM fz_replay_seen x WHERE x.stream = r.stream)
+			  ORDER BY r.stream, r.seq LOOP
+		BEGIN
+			got := hx_stream_state_at(s.stream, s.seq);
+		EXCEPTION WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
+			RAISE SQLSTATE 'HXFZ1' USING MESSAGE = format('hx_stream_state_at(%L, %s) failed: %s %s', s.stream, s.seq, code, msg);
+		END;
+		IF got IS DISTINCT FROM s.st THEN
+			RAISE SQLSTATE 'HXFZ1' USING MESSAGE = format('hx_stream_state_at(%L, %s) is not the state the row had at that seq', s.stream, s.seq);
+		END IF;
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END $$;`,
+  cols: { k: 'int', st: 'jsonb' },
+  key: 'k', unique: true,
+};
+
 // The phases the pool's machines know, and some they do not
 const MACHINES = ['fz_m', 'fz_ünï', 'fz_long', 'fz_chain', 'agent_session'];
 const PHASES = ['a', 'b', 'c', 'chatting', 'building', 'verifying', 'done', '😀', 'ünï', 'p0', 'p1', 'p99', 'p100',
@@ -153,11 +212,11 @@ const EVENTS = ['go', 'back', 'stay', 'jump', 'ɛvent', 'next', 'e'.repeat(200),
   'todo_done_build', 'revert', 'open_existing', 'nope'];
 
 function setupSql() {
-  return [COMMON, ...TABLES.map((t) => t.ddl)].join('\n');
+  return [COMMON, ...TABLES.map((t) => t.ddl), REPLAY.ddl].join('\n');
 }
 
 function table(name) {
-  return TABLES.find((t) => t.name === name);
+  return TABLES.concat([REPLAY]).find((t) => t.name === name);
 }
 
-module.exports = { TABLES, MACHINES, PHASES, EVENTS, COMMON, setupSql, table };
+module.exports = { TABLES, REPLAY, MACHINES, PHASES, EVENTS, COMMON, setupSql, table };

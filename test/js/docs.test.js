@@ -3,6 +3,7 @@
 //   - its session example is docs/sessions.sql (the sessions table that the
 //     demo, the benchmark and the reliability runs load) and then exactly
 //     what sql/sessions.sql runs as a test;
+//   - its row-level security recipe is what sql/security.sql tests;
 //   - docs/agent_session.dot is what hx_machine_dot('agent_session') returns;
 //   - every function of the extension has a reference row with its signature;
 //   - every SQLSTATE the C code raises is in the SQLSTATE table.
@@ -20,20 +21,34 @@ let db;
 before(async () => { db = await freshDatabase('hx_docs'); });
 after(async () => { await db.end(); });
 
+/** The statements of sql/<file> between its \\i of docs/sessions.sql and end. */
+function testedStatements(file, end) {
+  const sql = fs.readFileSync(path.join(top, 'sql', file), 'utf8');
+  const include = '\\i docs/sessions.sql\n';
+  assert.ok(sql.includes(include), `sql/${file} includes docs/sessions.sql`);
+  return sql.slice(sql.indexOf(include) + include.length, sql.indexOf(end));
+}
+
+/** The first SQL block of the README after the marker <!-- name. */
+function readmeBlock(name) {
+  const marker = readme.indexOf(`<!-- ${name}`);
+  assert.ok(marker > 0, `README has the ${name} marker`);
+  const start = readme.indexOf('```sql\n', marker) + '```sql\n'.length;
+  return readme.slice(start, readme.indexOf('```', start));
+}
+
 test('the README session example is docs/sessions.sql and then sql/sessions.sql', () => {
   // the README shows the table of docs/sessions.sql, then the statements
   // that sql/sessions.sql runs after including it
   const ddl = fs.readFileSync(path.join(top, 'docs/sessions.sql'), 'utf8');
   const table = ddl.slice(ddl.indexOf('CREATE TABLE sessions'));
-  const sql = fs.readFileSync(path.join(top, 'sql/sessions.sql'), 'utf8');
-  const include = '\\i docs/sessions.sql\n';
-  assert.ok(sql.includes(include), 'sql/sessions.sql includes docs/sessions.sql');
-  const body = sql.slice(sql.indexOf(include) + include.length, sql.indexOf('\nDROP TABLE sessions'));
-  const marker = readme.indexOf('<!-- session-example');
-  assert.ok(marker > 0, 'README has the session-example marker');
-  const start = readme.indexOf('```sql\n', marker) + '```sql\n'.length;
-  const block = readme.slice(start, readme.indexOf('```', start));
-  assert.equal(block.trim(), `${table.trim()}\n\n${body.trim()}`);
+  const body = testedStatements('sessions.sql', '\nDROP TABLE sessions');
+  assert.equal(readmeBlock('session-example').trim(), `${table.trim()}\n\n${body.trim()}`);
+});
+
+test('the README security recipe is what sql/security.sql tests', () => {
+  const body = testedStatements('security.sql', '\n-- the runtime writes every session');
+  assert.equal(readmeBlock('security-example').trim(), body.trim());
 });
 
 test('docs/agent_session.dot is hx_machine_dot(agent_session)', async () => {

@@ -67,7 +67,7 @@ function assertAgui(event, stream, seq, startedAt) {
 
 test('every logged and every notified event is a valid AG-UI event', async () => {
   const startedAt = Date.now();
-  await createStreamTable(db, 'sessions');
+  await createStreamTable(db, 'sessions', 'payload=auto');
   const streams = ['sessions:v-1', 'sessions:v-2', 'sessions:v-3'];
   const watcher = await watch(streams);
   try {
@@ -163,7 +163,7 @@ test('every logged and every notified event is a valid AG-UI event', async () =>
 });
 
 test('an event of 7999 bytes is sent whole, one of 8000 as a reference', async () => {
-  await createStreamTable(db, 'edge');
+  await createStreamTable(db, 'edge', 'payload=auto');
   const watcher = await watch(['edge:e-1']);
   try {
     await db.query(`INSERT INTO edge VALUES ('e-1', '{"s": ""}')`); // seq 1
@@ -223,7 +223,7 @@ test('payload=ref never puts state in a payload', async () => {
 });
 
 test('above hxstate.notify_queue_threshold nothing is notified, and the polling client loses no event', async () => {
-  await createStreamTable(db, 'busy');
+  await createStreamTable(db, 'busy', 'payload=auto');
   await db.query(`INSERT INTO busy VALUES ('q-1', '{"n": 0, "l": []}')`);
   const truth = new Map([[1, { n: 0, l: [] }]]);
 

@@ -30,7 +30,7 @@ hx_as_postgres() {
 # Create (initdb) and start a cluster; exports PGHOST PGPORT PGUSER
 # PGDATABASE and sets HX_CLUSTER (its directory) and HX_CLUSTER_BIN.
 hx_cluster_start() {
-	local bindir=$1 dir setting
+	local bindir=$1 dir
 	shift
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/hxstate-pg.XXXXXX")
 	chmod 755 "$dir"
@@ -43,10 +43,21 @@ hx_cluster_start() {
 		cat "$dir/initdb.log" >&2
 		return 1
 	}
+	hx_cluster_conf "$dir/data" "$@"
+	export PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
+	unset PGPASSWORD PGSERVICE
+	hx_cluster_up
+}
+
+# The settings of a test cluster, appended to the postgresql.conf of data
+# (a directory of HX_CLUSTER), then those given as name=value
+hx_cluster_conf() {					# data [name=value ...]
+	local data=$1 setting
+	shift
 	{
 		echo "# hxstate test cluster"
 		echo "listen_addresses = ''"
-		echo "unix_socket_directories = '$dir'"
+		echo "unix_socket_directories = '$HX_CLUSTER'"
 		echo "port = 5432"
 		echo "fsync = off"
 		echo "max_connections = 200"
@@ -58,10 +69,7 @@ hx_cluster_start() {
 		for setting in "$@"; do
 			echo "${setting%%=*} = '${setting#*=}'"
 		done
-	} >>"$dir/data/postgresql.conf"
-	export PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres
-	unset PGPASSWORD PGSERVICE
-	hx_cluster_up
+	} >>"$data/postgresql.conf"
 }
 
 # Start the cluster's server (again), waiting until it accepts connections

@@ -2,19 +2,33 @@
 # where the servers are, logging, and provisioning (called only by
 # test/provision).
 #
-# HX_PG_CONFIG is Debian's PostgreSQL 15; HX_CASSERT_PG_CONFIG the
-# assert-enabled build that test/provision --cassert makes, cached under
-# HX_CACHE (/var/cache/hxstate unless set).  Every other path comes from
-# pg_config.
+# The servers hxstate is tested on:
+#   HX_PG_CONFIG          Debian's PostgreSQL 15 (release build, from
+#                         Debian's packages);
+#   HX_PG18_PG_CONFIG     PostgreSQL 18, built by test/provision from
+#                         Debian's source package with assertions,
+#                         debugging symbols and Valgrind support, cached
+#                         under HX_CACHE (/var/cache/hxstate unless set);
+#   HX_CASSERT_PG_CONFIG  the assert-enabled server: that PostgreSQL 18.
+# Every other path comes from pg_config.
 
 HX_PG_VERSION=15
 HX_PG_CONFIG=${HX_PG_CONFIG:-/usr/lib/postgresql/$HX_PG_VERSION/bin/pg_config}
 HX_CACHE=${HX_CACHE:-/var/cache/hxstate}
-HX_CASSERT_PREFIX=$HX_CACHE/pg$HX_PG_VERSION-cassert
-HX_CASSERT_PG_CONFIG=$HX_CASSERT_PREFIX/bin/pg_config
-# the flags the assert-enabled server is built with; a change rebuilds it
+HX_PG18_VERSION=18
+HX_PG18_PREFIX=$HX_CACHE/pg$HX_PG18_VERSION-cassert
+HX_PG18_PG_CONFIG=$HX_PG18_PREFIX/bin/pg_config
+HX_CASSERT_PREFIX=$HX_PG18_PREFIX
+HX_CASSERT_PG_CONFIG=$HX_PG18_PG_CONFIG
+# how the assert-enabled server is built; a change rebuilds it
 HX_CASSERT_CONFIGURE="--enable-cassert --enable-debug --with-lz4 --without-icu --without-readline"
 HX_CASSERT_CFLAGS="-O2 -g -DUSE_VALGRIND"
+# PostgreSQL 18 as a release build, for the benchmark only (bench/run):
+# timings on an assert-enabled server say little
+HX_PG18_RELEASE_PREFIX=$HX_CACHE/pg$HX_PG18_VERSION-release
+HX_PG18_RELEASE_PG_CONFIG=$HX_PG18_RELEASE_PREFIX/bin/pg_config
+HX_RELEASE_CONFIGURE="--with-lz4 --without-icu --without-readline"
+HX_RELEASE_CFLAGS="-O2"
 
 hx_log() {
 	printf '\n== %s\n' "$*"
@@ -33,7 +47,9 @@ hx_bindir() {						# pg_config
 # ---------------------------------------------------------------------
 
 # The packages of a set that are missing, by a file each one provides.
-# Sets: base (always), cassert, ci, long.
+# Sets: base (always), pg18 (building PostgreSQL 18 from source), ci
+# (the reliability runs, the browser test, the Debian package and the
+# PGXN zip), long.
 hx_missing_packages() {
 	local set missing=()
 	for set in base "$@"; do
@@ -49,15 +65,19 @@ hx_missing_packages() {
 				perl -MIPC::Run -e 1 2>/dev/null || missing+=(libipc-run-perl)
 				command -v node >/dev/null || missing+=(nodejs)
 				command -v npm >/dev/null || missing+=(npm)
+				# the Python suite's venv (test/lib/python.sh)
+				python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 				command -v make >/dev/null || missing+=(make)
 				command -v gcc >/dev/null || missing+=(gcc)
 				;;
-			cassert)
+			pg18)
 				command -v bison >/dev/null || missing+=(bison)
 				command -v flex >/dev/null || missing+=(flex)
+				command -v bzip2 >/dev/null || missing+=(bzip2)
 				[ -f /usr/include/lz4.h ] || missing+=(liblz4-dev)
 				[ -f /usr/include/zlib.h ] || missing+=(zlib1g-dev)
-				command -v dpkg-source >/dev/null || missing+=(dpkg-dev)
+				[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] ||
+					missing+=(debian-archive-keyring)
 				[ -f /usr/include/valgrind/memcheck.h ] || missing+=(valgrind)
 				;;
 			ci)
@@ -70,6 +90,15 @@ hx_missing_packages() {
 				[ -f /usr/lib/postgresql/$HX_PG_VERSION/lib/pgautofailover.so ] &&
 					command -v pg_autoctl >/dev/null ||
 					missing+=(postgresql-$HX_PG_VERSION-auto-failover)
+				# test/package: the Debian package (pg_buildext, debhelper)
+				# and the PGXN zip
+				command -v dpkg-buildpackage >/dev/null || missing+=(dpkg-dev)
+				command -v dh >/dev/null || missing+=(debhelper)
+				[ -f /usr/share/perl5/Debian/Debhelper/Sequence/pgxs_loop.pm ] ||
+					missing+=(postgresql-server-dev-all)
+				command -v zip >/dev/null || missing+=(zip)
+				command -v unzip >/dev/null || missing+=(unzip)
+				command -v pgxn >/dev/null || missing+=(pgxnclient)
 				;;
 			long)
 				# nothing beyond the CI set
@@ -121,74 +150,147 @@ hx_build_extension() {
 	[ "$dir" = "$top" ] || rm -rf "$dir"
 }
 
-# Unpack Debian's source of postgresql-15 into $1/postgresql-15-<version>:
-# the candidate version, or else the newest whose source the mirror still
-# has.  Upstream's tarball as Debian ships it, without Debian's patches:
-# those install the server's modules into Debian's own directories,
-# whatever the prefix, which would overwrite the release server's.
-hx_fetch_pg_source() {
-	local into=$1 version got=
-	if ! grep -qs '^Types:.*deb-src' /etc/apt/sources.list.d/debian.sources &&
-		! grep -qs '^deb-src' /etc/apt/sources.list 2>/dev/null; then
-		hx_log "enabling Debian source packages (deb-src)"
-		hx_root sed -i 's/^Types: deb$/Types: deb deb-src/' /etc/apt/sources.list.d/debian.sources
-		hx_root apt-get update -q
+# ---------------------------------------------------------------------
+# Cached builds
+# ---------------------------------------------------------------------
+
+# A cached build is a directory that holds its stamp (what it was built
+# from, with which flags) in .hxstate-stamp, written last.  It is made in
+# a staging directory beside it and moved into place whole, so that a
+# build that fails or is interrupted (a power cut, a cancelled CI job)
+# leaves no directory that a later run could take for a finished one.
+hx_cache_valid() {					# dir stamp
+	[ -f "$1/.hxstate-stamp" ] && [ "$(cat "$1/.hxstate-stamp")" = "$2" ]
+}
+
+# Make dir by calling build_fn with a fresh staging directory as its
+# first argument (then args), unless dir already holds a build of stamp.
+# A directory without the stamp, or with another one, is removed and
+# built again.
+hx_cached_build() {					# dir stamp build_fn [args ...]
+	local dir=$1 stamp=$2 fn=$3 stage
+	shift 3
+	hx_cache_valid "$dir" "$stamp" && return 0
+	stage=$dir.partial
+	hx_root rm -rf "$dir" "$stage"
+	hx_root mkdir -p "$stage"
+	hx_root chown "$(id -u)" "$stage"
+	if ! "$fn" "$stage" "$@"; then
+		hx_root rm -rf "$stage"
+		return 1
 	fi
-	for version in "" $(apt-cache showsrc postgresql-$HX_PG_VERSION | sed -n 's/^Version: //p' | sort -rV); do
-		if (cd "$into" && apt-get source -q --download-only \
-			"postgresql-$HX_PG_VERSION${version:+=$version}" >/dev/null 2>&1); then
+	echo "$stamp" >"$stage/.hxstate-stamp"
+	hx_root mv "$stage" "$dir"
+}
+
+# The cache itself: readable by the postgres user, who runs the servers
+# built into it (a directory made by mktemp is not)
+hx_make_cache() {
+	hx_root mkdir -p "$HX_CACHE"
+	hx_root chmod 755 "$HX_CACHE"
+}
+
+# ---------------------------------------------------------------------
+# PostgreSQL from Debian's source packages
+# ---------------------------------------------------------------------
+
+# Debian's source package of postgresql-<major> into dir: the newest
+# version of Debian's unstable suite whose files the mirror still serves.
+# apt reads a sources list of its own (deb-src lines only, for unstable
+# only, with Debian's archive key), under HX_CACHE/apt-src, so the
+# machine's own apt configuration never sees unstable: no binary package
+# of it can be installed.  Only upstream's tarball as Debian ships it is
+# unpacked, without Debian's patches: those install the server's modules
+# into Debian's own directories whatever the prefix.
+hx_fetch_pg_source() {					# major dir
+	local major=$1 into=$2 apt version got=
+	local opts
+	apt=$HX_CACHE/apt-src
+	hx_root mkdir -p "$apt/sources.list.d" "$apt/lists/partial"
+	cat <<-EOF | hx_root tee "$apt/sources.list.d/debian-unstable-src.sources" >/dev/null
+		Types: deb-src
+		URIs: http://deb.debian.org/debian
+		Suites: unstable
+		Components: main
+		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+	EOF
+	opts=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$apt/sources.list.d"
+		-o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache"
+		-o APT::Sandbox::User=root)
+	hx_root apt-get "${opts[@]}" update -q >/dev/null || return 1
+	for version in $(apt-cache "${opts[@]}" showsrc "postgresql-$major" |
+		sed -n 's/^Version: //p' | sort -rV); do
+		if (cd "$into" && apt-get "${opts[@]}" source -q --download-only \
+			"postgresql-$major=$version" >/dev/null 2>&1); then
 			got=1
 			break
 		fi
 	done
-	[ -n "$got" ] || { echo "could not fetch the source of postgresql-$HX_PG_VERSION" >&2; return 1; }
-	version=$(find "$into" -maxdepth 1 -name "postgresql-${HX_PG_VERSION}_*.orig.tar.*" | sort -V | tail -1)
+	[ -n "$got" ] || { echo "could not fetch the source of postgresql-$major" >&2; return 1; }
+	version=$(find "$into" -maxdepth 1 -name "postgresql-${major}_*.orig.tar.*" | sort -V | tail -1)
 	mkdir -p "$into/src"
 	tar -C "$into/src" -xf "$version"
 }
 
-# PostgreSQL 15 with assertions, debugging symbols and Valgrind support,
-# from Debian's source package, into HX_CASSERT_PREFIX; skipped when the
-# cached build was made with the same flags.
-hx_build_cassert_server() {
-	local stamp="$HX_CASSERT_CONFIGURE CFLAGS=$HX_CASSERT_CFLAGS"
-	local src jobs
-	if [ -x "$HX_CASSERT_PREFIX/bin/postgres" ] &&
-		[ "$(cat "$HX_CASSERT_PREFIX/.hxstate-stamp" 2>/dev/null)" = "$stamp" ]; then
-		return 0
-	fi
-	hx_log "building PostgreSQL $HX_PG_VERSION with assertions into $HX_CASSERT_PREFIX (once per machine)"
-	hx_root rm -rf "$HX_CACHE/src" "$HX_CASSERT_PREFIX"
-	hx_root mkdir -p "$HX_CACHE/src"
-	hx_root chown "$(id -u)" "$HX_CACHE/src"
-	hx_fetch_pg_source "$HX_CACHE/src"
-	src=$(find "$HX_CACHE/src/src" -maxdepth 1 -type d -name "postgresql-$HX_PG_VERSION*" | head -1)
-	jobs=$(nproc)
+# Build PostgreSQL from source into prefix (configure's --prefix, with
+# configure's flags and CFLAGS), then install it into stage, which
+# hx_cached_build moves to prefix.  The
+# build sees none of the flags meant for the extension's builds: PGXS
+# variables (PG_CFLAGS, which .ci/run sets to -Werror, PG_CPPFLAGS, COPT,
+# PROFILE, ...) are read by contrib's makefiles too.
+hx_build_pg() {						# stage major prefix configure cflags
+	local stage=$1 major=$2 prefix=$3 configure=$4 cflags=$5 work src
+	work=$(mktemp -d "${TMPDIR:-/tmp}/hxstate-pg$major.XXXXXX")
+	hx_fetch_pg_source "$major" "$work" || { rm -rf "$work"; return 1; }
+	src=$(find "$work/src" -maxdepth 1 -type d -name "postgresql-$major*" | head -1)
 	(
+		set -e
 		cd "$src"
+		unset PG_CFLAGS PG_CPPFLAGS PG_CXXFLAGS PG_LDFLAGS PG_LIBS COPT PROFILE \
+			CFLAGS CPPFLAGS CXXFLAGS LDFLAGS
 		# shellcheck disable=SC2086
-		./configure --prefix="$HX_CASSERT_PREFIX" $HX_CASSERT_CONFIGURE \
-			CFLAGS="$HX_CASSERT_CFLAGS" >"$src/hxstate-configure.log" 2>&1 ||
-			{ tail -30 "$src/hxstate-configure.log"; exit 1; }
-		# every directory the build installs into must be under the prefix
-		make -s -C src/port pg_config_paths.h >/dev/null
-		if grep -E '^#define (PGBINDIR|PGSHAREDIR|LIBDIR|PKGLIBDIR|INCLUDEDIR|PKGINCLUDEDIR) ' \
-			src/port/pg_config_paths.h | grep -qv "\"$HX_CASSERT_PREFIX"; then
-			echo "the build would install outside $HX_CASSERT_PREFIX" >&2
-			exit 1
-		fi
-		make -s -j"$jobs" >"$src/hxstate-make.log" 2>&1 ||
-			{ tail -30 "$src/hxstate-make.log"; exit 1; }
-		hx_root make -s install >/dev/null
-		hx_root make -s -C src/test/isolation install >/dev/null
-		hx_root make -s -C contrib/amcheck install >/dev/null
+		./configure --prefix="$prefix" $configure \
+			CFLAGS="$cflags" >configure.log 2>&1 ||
+			{ tail -30 configure.log; exit 1; }
+		make -s -j"$(nproc)" >make.log 2>&1 || { tail -30 make.log; exit 1; }
+		# installed with DESTDIR, then moved: nothing lands in prefix until
+		# the build is whole
+		make -s install DESTDIR="$work/dest" >/dev/null
+		make -s -C src/test/isolation install DESTDIR="$work/dest" >/dev/null
+		make -s -C contrib/amcheck install DESTDIR="$work/dest" >/dev/null
+		[ -x "$work/dest$prefix/bin/postgres" ] ||
+			{ echo "the build installed nothing under $prefix" >&2; exit 1; }
+		cp -a "$work/dest$prefix/." "$stage/"
 		# Valgrind's suppressions for core, for test/valgrind
-		hx_root cp src/tools/valgrind.supp "$HX_CASSERT_PREFIX/valgrind.supp"
+		cp src/tools/valgrind.supp "$stage/valgrind.supp"
 	)
-	echo "$stamp" | hx_root tee "$HX_CASSERT_PREFIX/.hxstate-stamp" >/dev/null
+	local rc=$?
+	rm -rf "$work"
+	return $rc
 }
 
-# pgTAP is SQL only: Debian's copy serves any PostgreSQL 15
+# PostgreSQL 18 with assertions, debugging symbols and Valgrind support,
+# into HX_PG18_PREFIX, once per machine (or when the flags change)
+hx_build_pg18() {
+	local stamp="postgresql-$HX_PG18_VERSION $HX_CASSERT_CONFIGURE CFLAGS=$HX_CASSERT_CFLAGS"
+	hx_cache_valid "$HX_PG18_PREFIX" "$stamp" && return 0
+	hx_log "building PostgreSQL $HX_PG18_VERSION with assertions into $HX_PG18_PREFIX (once per machine)"
+	hx_cached_build "$HX_PG18_PREFIX" "$stamp" hx_build_pg "$HX_PG18_VERSION" "$HX_PG18_PREFIX" \
+		"$HX_CASSERT_CONFIGURE" "$HX_CASSERT_CFLAGS"
+}
+
+# PostgreSQL 18 as a release build, into HX_PG18_RELEASE_PREFIX, for the
+# benchmark's comparison of versions
+hx_build_pg18_release() {
+	local stamp="postgresql-$HX_PG18_VERSION $HX_RELEASE_CONFIGURE CFLAGS=$HX_RELEASE_CFLAGS"
+	hx_cache_valid "$HX_PG18_RELEASE_PREFIX" "$stamp" && return 0
+	hx_log "building PostgreSQL $HX_PG18_VERSION (release build) into $HX_PG18_RELEASE_PREFIX (once per machine)"
+	hx_cached_build "$HX_PG18_RELEASE_PREFIX" "$stamp" hx_build_pg "$HX_PG18_VERSION" \
+		"$HX_PG18_RELEASE_PREFIX" "$HX_RELEASE_CONFIGURE" "$HX_RELEASE_CFLAGS"
+}
+
+# pgTAP is SQL only: Debian's copy for PostgreSQL 15 serves the other
+# servers too
 hx_install_pgtap() {
 	local pgc=$1 ext
 	ext=$("$pgc" --sharedir)/extension

@@ -1,0 +1,478 @@
+'use strict';
+// HxSubscription: one follower of one stream, made by hub.follow().  It
+// keeps its cursor (the seq of the last event it accepted, and the state
+// after it) and its queue (what it accepted and has not handed out yet),
+// hands the queue to its 'event' listeners one event at a time, and
+// changes no one's fields but its own: the hub tells it what came in
+// (an event, a page of the log, a snapshot, a head) and asks it what it
+// needs next; the rules are cursor.js's.
+const { EventEmitter } = require('node:events');
+const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
+const { callListeners, noop } = require('./emit');
+const { isStreamEnd } = require('./apply');
+const { EventQueue } = require('./queue');
+
+// bytes counted for an event whose size the client was not told (a
+// synthetic snapshot's envelope, an end event read with a snapshot)
+const ENVELOPE_BYTES = 128;
+
+function syntheticSnapshot(stream, seq, state) {
+  return {
+    type: 'STATE_SNAPSHOT',
+    snapshot: state,
+    timestamp: Date.now(),
+    metadata: { stream, seq, synthetic: true },
+  };
+}
+
+function optional(v) {
+  return v === undefined || v === null ? null : String(v);
+}
+
+/**
+ * Emits 'event' (event, state), 'end' (event, lastState), 'resync' ({seq,
+ * previousSeq, state, reason}) and 'error' (err; only when listened to).
+ */
+class HxSubscription extends EventEmitter {
+  /**
+   * @param {object} hub the HxHub that made it
+   * @param {{table?: string, key?: string, stream?: string}} target
+   * @param {object} o follow()'s options
+   * @param {{maxQueue: number, maxQueueBytes: number, tick: number}} d the hub's defaults, and the tick it joins at
+   */
+  constructor(hub, target, o, d) {
+    super();
+    this._hub = hub;
+    this.table = optional(target.table);
+    this.key = optional(target.key);
+    /** The stream's name, known once resolved ("<table>:<key>"). */
+    this.stream = optional(target.stream);
+    /** The stream's LISTEN channel, known once resolved. */
+    this.channel = null;
+    const after = o.after === undefined || o.after === null ? null : Number(o.after);
+    if (after !== null && !(Number.isSafeInteger(after) && after >= 0)) {
+      throw new TypeError('HxHub: options.after must be a seq (an integer >= 0)');
+    }
+    const hasBase = Object.prototype.hasOwnProperty.call(o, 'base');
+    if (o.state === true && after !== null && after > 0 && !hasBase) {
+      throw new TypeError('HxHub: state: true with after needs base, the state at that seq');
+    }
+    if (this.table === null && this.stream === null) {
+      throw new TypeError('HxHub: follow() needs {table, key} or {stream}');
+    }
+    if (this.table !== null && this.key === null) throw new TypeError('HxHub: follow({table}) needs a key');
+    this._after = after;
+    // Keep states unless told not to; resuming from a seq without the
+    // state at it cannot compute states (deltas need a base).
+    this._keepState = o.state === undefined ? (after === null || after === 0 || hasBase) : !!o.state;
+    this._maxQueue = Math.max(1, Math.floor(o.maxQueue === undefined ? d.maxQueue : o.maxQueue));
+    this._maxBytes = Math.max(1, Math.floor(o.maxQueueBytes === undefined ? d.maxQueueBytes : o.maxQueueBytes));
+    this._overflow = o.overflow === undefined ? 'log' : o.overflow;
+    if (this._overflow !== 'log' && this._overflow !== 'snapshot') {
+      throw new TypeError("HxHub: options.overflow is 'log' or 'snapshot'");
+    }
+
+    // handed out (delivered to the listeners)
+    /** The seq of the last event handed out (0: none yet). */
+    this.seq = after === null ? 0 : after;
+    /** The state after the last event handed out (with state: true). */
+    this.state = this._keepState ? (hasBase ? o.base : null) : undefined;
+    /** Has the stream ended (hx.stream_end) with no re-insert since? */
+    this.ended = false;
+
+    // accepted (the cursor)
+    this._seq = this.seq;
+    this._state = this.state;
+    this._stateBytes = this._keepState && hasBase ? Buffer.byteLength(JSON.stringify(o.base === undefined ? null : o.base)) : 0;
+    this._ended = false;
+
+    this._entry = null;
+    this._target = null;       // the hub's record of {table, key}, when followed that way
+    this._phase = 'resolving'; // resolving | snapshot | live | paused | stopped
+    this._started = after !== null; // has a position (a snapshot or a resume point)
+    this._queue = new EventQueue();
+    this._inflight = false;    // a listener's promise is pending
+    this._drainQueued = false;
+    this._held = false;        // an event was refused for want of room
+    this._more = false;        // the last log read stopped before the log's end
+    this._force = false;       // read the log whatever the heads say
+    this._synced = false;      // a read that started after it joined has come back
+    this._joinTick = d.tick;
+    this._snapTick = -1;       // the snapshot request it waits for (0: requested, not sent)
+    this._resyncReason = null;
+    this._exact = false;       // its state comes from a snapshot the hub read (not from a base, nor
+                               // from a log that starts at seq 1 of a row that may predate its trigger)
+    this._readyQueued = false;
+    this._readyDone = false;
+    this._failure = null;
+
+    /** Counters, for monitoring and tests. */
+    this.stats = {
+      events: 0,        // events handed out
+      notifications: 0, // hints (events and references) that came by NOTIFY
+      references: 0,    // ... of which references
+      walEvents: 0,     // events decoded from the WAL
+      pages: 0,         // log reads that included this stream
+      resyncs: 0,
+      overflows: 0,     // times its queue was full when an event came
+      maxQueued: 0,     // the most events it ever had queued
+      maxQueuedBytes: 0, // the most bytes it ever had queued
+    };
+    /** Resolves once the subscription has its position: the snapshot handed
+     * out, or (with after) the log read up to the stream's head. */
+    this.ready = new Promise((resolve, reject) => {
+      this._resolveReady = resolve;
+      this._rejectReady = reject;
+    });
+    this.ready.catch(noop); // rejections are for whoever awaits it
+  }
+
+  /** Events accepted and not yet handed out. */
+  get queued() { return this._queue.events; }
+  /** Their bytes (the size of their JSON text, and of the states kept with them). */
+  get queuedBytes() { return this._queue.bytes; }
+  /** Not keeping up: the queue was full and events wait in the log (or for a snapshot). */
+  get behind() { return this._held || this._phase === 'paused'; }
+  /** 'resolving' | 'snapshot' | 'live' | 'paused' | 'stopped' */
+  get phase() { return this._phase; }
+  get stopped() { return this._phase === 'stopped'; }
+
+  /** Stop following; no event is handed out after this. */
+  stop() { this._hub.unfollow(this); }
+
+  /** The state now as a synthetic STATE_SNAPSHOT (state: true only). */
+  snapshotEvent() {
+    return syntheticSnapshot(this.stream, this.seq, this.state === undefined ? null : this.state);
+  }
+
+  // -- what the hub tells it ------------------------------------------------
+
+  /** It was followed as {table, key}: the hub's record of that target. */
+  _bindTarget(target) {
+    this._target = target;
+  }
+
+  /** Has it a position (a snapshot, or a resume point)? */
+  _hasPosition() {
+    return this._started;
+  }
+
+  /** It follows entry now (its stream resolved). */
+  _attach(entry) {
+    this._entry = entry;
+    this.stream = entry.stream;
+    this.channel = entry.channel;
+    if (this._after !== null) {
+      this._phase = 'live';
+      this._force = true; // it does not know the head: read the log after its seq
+    } else if (entry.source !== null) {
+      this._phase = 'snapshot';
+    } else {
+      // {stream} alone: no snapshot; the state builds up from the log's
+      // first event (an insert's STATE_SNAPSHOT)
+      this._phase = 'live';
+      this._started = true;
+      this._force = true;
+    }
+  }
+
+  /** A hint or an event reached it: 'notify', 'ref' or 'wal'. */
+  _noticed(via) {
+    if (via === 'wal') {
+      this.stats.walEvents++;
+      return;
+    }
+    this.stats.notifications++;
+    if (via === 'ref') this.stats.references++;
+  }
+
+  /**
+   * An event from the log's own content (the WAL), at seq.  Returns what
+   * became of it: 'old', 'ahead' (a gap: the log has more), 'accepted',
+   * 'overflow' (no room), or an Error (the delta does not apply).
+   */
+  _offer(seq, event, bytes) {
+    if (this._phase !== 'live') return 'old';
+    const kind = classify(this._seq, seq);
+    if (kind !== 'next') return kind;
+    if (!hasRoom(this._queue.events, this._queue.bytes, this._cost(event, bytes), this._maxQueue, this._maxBytes)) {
+      this._overflowed();
+      return 'overflow';
+    }
+    return this._accept(seq, event, bytes) || 'accepted';
+  }
+
+  /** Its queue was full when an event came. */
+  _overflowed() {
+    this.stats.overflows++;
+    if (this._overflow === 'log') {
+      this._held = true;
+      return;
+    }
+    // 'snapshot': drop what waits, go back to what was handed out, and
+    // read a fresh snapshot once the consumer is done with its event
+    this._queue.drop('event');
+    if (!this._readyDone) {
+      this._readyQueued = false;
+      this._queue.drop('ready');
+    }
+    this._seq = this.seq;
+    this._state = this.state;
+    this._stateBytes = 0;
+    this._ended = this.ended;
+    this._more = this._force = false;
+    this._phase = 'paused';
+    this._resyncReason = 'overflow';
+  }
+
+  /** Accept the next event: the state after it, queued for the consumer.  An Error if it does not apply. */
+  _accept(seq, event, bytes) {
+    const before = this._state;
+    let after;
+    let stateBytes = 0;
+    if (this._keepState) {
+      try {
+        ({ state: after, bytes: stateBytes } = this._entry.apply(before, this._stateBytes, event, bytes));
+      } catch (err) {
+        err.message = `hxstate: event ${seq} of ${this.stream} does not apply: ${err.message}`;
+        return err;
+      }
+    }
+    const end = isStreamEnd(event);
+    this._seq = seq;
+    this._state = after;
+    this._stateBytes = stateBytes;
+    if (end) this._ended = true;
+    else if (event.type === 'STATE_SNAPSHOT') this._ended = false;
+    // a snapshot's state is the event's own: count it once
+    const held = event.type === 'STATE_SNAPSHOT' ? bytes : bytes + stateBytes;
+    this._push({ kind: 'event', seq, event, state: after, ended: this._ended, end, before: end ? before : undefined, bytes: held });
+    return null;
+  }
+
+  /**
+   * What accepting an event of `bytes` bytes would add to the queue: the
+   * event, and with state: true the state after it (estimated as
+   * applySized will count it: the state now and the delta).
+   */
+  _cost(event, bytes) {
+    if (!this._keepState || event.type === 'STATE_SNAPSHOT') return bytes;
+    return bytes + this._stateBytes + bytes;
+  }
+
+  /** Read a fresh snapshot (the log no longer continues its cursor, or a delta did not apply). */
+  _beginResync(reason) {
+    this._phase = 'snapshot';
+    this._resyncReason = reason;
+    this._more = this._force = false;
+  }
+
+  /**
+   * What it needs next, given its stream: 'snapshot', 'read' (the log
+   * after its cursor), 'ready' (its position is reached: queue the ready
+   * marker), 'seed' (a snapshot, which a sibling may give), or null.
+   */
+  _need(entry) {
+    if (this._phase === 'paused') {
+      if (this._queue.length > 0 || this._inflight) return null;
+      this._phase = 'snapshot';
+    }
+    if (this._phase === 'snapshot') {
+      if (!entry.armed || this._snapTick >= 0) return null;
+      if (this._queue.events >= this._maxQueue || this._queue.bytes >= this._maxBytes) return null;
+      return this._started ? 'snapshot' : 'seed';
+    }
+    if (this._phase !== 'live') return null;
+    if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null; // its consumer first
+    this._held = false;
+    if (wantsRead(this._seq, entry.seen, this._force, this._more)) return 'read';
+    if (!this._readyQueued && this._synced) {
+      this._readyQueued = true;
+      this._push({ kind: 'ready' });
+    }
+    return null;
+  }
+
+  /** Its position, for a sibling that joins the stream: exact, live, with its state. */
+  _seed() {
+    if (this._phase !== 'live' || !this._exact || this._ended || !this._keepState) return null;
+    return { seq: this._seq, state: this._state, bytes: this._stateBytes };
+  }
+
+  /** The cursor a read of the log would start after, or null: it does not want one now. */
+  _readFrom(entry) {
+    if (this._phase !== 'live') return null;
+    if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null;
+    return wantsRead(this._seq, entry.seen, this._force, this._more) ? this._seq : null;
+  }
+
+  /** A snapshot is wanted (0) or was not sent after all (-1), or its read went out at tick. */
+  _snapshotRequested() { this._snapTick = 0; }
+  _snapshotUnsent() {
+    if (this._phase === 'snapshot' && this._snapTick === 0) this._snapTick = -1;
+  }
+  _snapshotSent(tick) {
+    if (this._phase === 'snapshot') this._snapTick = tick;
+  }
+  _waitsFor(tick) { return this._phase === 'snapshot' && this._snapTick === tick; }
+  _snapshotRetry() { this._snapTick = -1; }
+
+  /**
+   * Start (again) from a snapshot: seq, state (bytes: its size), and the
+   * last event when the state is NULL.  Returns 'stale' (older than its
+   * cursor: it needs another), 'initial' or 'resync'.
+   */
+  _takeSnapshot(seq, state, last, bytes) {
+    this._snapTick = -1;
+    if (this._started && seq < this._seq) return 'stale';
+    const initial = !this._started;
+    const previousSeq = this._seq;
+    const ended = isStreamEnd(last);
+    this._started = true;
+    this._seq = seq;
+    this._state = this._keepState ? (ended ? null : state) : undefined;
+    this._stateBytes = this._keepState && !ended ? bytes : 0;
+    this._ended = ended;
+    this._phase = 'live';
+    this._synced = true;
+    this._exact = this._keepState;
+    this._more = this._force = false;
+    let resync;
+    if (!initial) {
+      this.stats.resyncs++;
+      resync = { seq, previousSeq, state: ended ? null : state, reason: this._resyncReason || 'trimmed' };
+    }
+    this._resyncReason = null;
+    const event = ended ? last : syntheticSnapshot(this.stream, seq, state);
+    this._push({ kind: 'event', seq, event, state: this._state, ended, end: ended, before: null, resync, bytes: ENVELOPE_BYTES + bytes });
+    if (!this._readyQueued) {
+      this._readyQueued = true;
+      this._push({ kind: 'ready' });
+    }
+    return initial ? 'initial' : 'resync';
+  }
+
+  /**
+   * A page of the log read after seq `after` at tick, limit rows a stream:
+   * rows [{seq, event, bytes}].  Returns null, 'reread' (its cursor went
+   * back below the read), 'trimmed' (the log skips a seq after its cursor:
+   * resync), or an Error (a delta did not apply: resync).
+   */
+  _page(after, rows, limit, tick) {
+    if (this._phase !== 'live') return null;
+    const plan = planPage(this._seq, after, rows.map((r) => r.seq));
+    if (plan.reread) {
+      this._force = true;
+      return 'reread';
+    }
+    this.stats.pages++;
+    let full = false;
+    let taken = 0;
+    for (; taken < plan.run; taken++) {
+      const row = rows[plan.start + taken];
+      if (!hasRoom(this._queue.events, this._queue.bytes, this._cost(row.event, row.bytes), this._maxQueue, this._maxBytes)) {
+        full = true;
+        break;
+      }
+      const failed = this._accept(row.seq, row.event, row.bytes);
+      if (failed) return failed;
+    }
+    if (this._joinTick < tick) this._synced = true;
+    this._force = false;
+    if (!full && plan.hole) return 'trimmed';
+    const top = rows.length > 0 ? rows[rows.length - 1].seq : after;
+    this._more = moreAfterPage(full, rows.length, limit, this._seq, top);
+    return null;
+  }
+
+  /** The heads were read at tick. */
+  _headRead(tick) {
+    if (this._joinTick < tick) this._synced = true;
+  }
+
+  /** It cannot go on: err is what 'error' and ready's rejection say. */
+  _failed(err) {
+    this._failure = err;
+    this._emitError(err);
+  }
+
+  /** Stopped: nothing is handed out any more; ready rejects if it had not resolved. */
+  _stopped(why) {
+    if (this._phase === 'stopped') return false;
+    this._phase = 'stopped';
+    this._queue.drop();
+    if (!this._readyDone) this._rejectReady(this._failure || why);
+    return true;
+  }
+
+  // -- the queue ---------------------------------------------------------
+
+  _push(item) {
+    this._queue.push(item);
+    this.stats.maxQueued = this._queue.maxEvents;
+    this.stats.maxQueuedBytes = this._queue.maxBytes;
+    if (!this._drainQueued && !this._inflight) {
+      this._drainQueued = true;
+      queueMicrotask(() => this._drain());
+    }
+  }
+
+  /** Hand queued items to the listeners, one at a time. */
+  _drain() {
+    this._drainQueued = false;
+    while (!this._inflight && this._queue.length > 0 && this._phase !== 'stopped') {
+      const item = this._queue.shift();
+      if (item.kind === 'ready') {
+        this._readyDone = true;
+        this._resolveReady();
+        continue;
+      }
+      this.seq = item.seq;
+      this.state = item.state;
+      this.ended = item.ended;
+      this.stats.events++;
+      if (item.resync) this._emitSafe('resync', item.resync);
+      const pending = this._phase === 'stopped' ? null : callListeners(this, 'event', [item.event, item.state], this._onListenerError);
+      if (pending) {
+        this._inflight = true;
+        pending.then(() => this._settled(item));
+        return;
+      }
+      if (item.end) this._emitSafe('end', item.event, item.before);
+      this._hub._delivered(this);
+    }
+    if (this._queue.length === 0) this._hub._delivered(this);
+  }
+
+  _settled(item) {
+    this._inflight = false;
+    if (this._phase === 'stopped') return;
+    if (item.end) this._emitSafe('end', item.event, item.before);
+    this._hub._delivered(this);
+    this._drain();
+  }
+
+  /**
+   * A listener that throws or rejects does not disturb the bookkeeping:
+   * its error goes to 'error' (this subscription's if someone listens
+   * there, else the hub's, else a process warning), and the subscription
+   * goes on with the next event.
+   */
+  _onListenerError = (err) => {
+    this._hub._listenerFailed(err, this);
+  };
+
+  _emitSafe(name, ...args) {
+    if (this._phase === 'stopped') return;
+    callListeners(this, name, args, this._onListenerError);
+  }
+
+  /** 'error' only when someone listens: an unheard 'error' would crash the process. */
+  _emitError(err) {
+    if (this._phase === 'stopped' || this.listenerCount('error') === 0) return false;
+    callListeners(this, 'error', [err], (e) => process.nextTick(() => { throw e; }));
+    return true;
+  }
+}
+
+module.exports = { HxSubscription, syntheticSnapshot };

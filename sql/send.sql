@@ -1,0 +1,117 @@
+--
+-- send: log streams, which no table writes (hx_stream_send)
+--
+-- (err() is defined in setup.sql)
+
+-- events without their timestamp, which changes from run to run
+CREATE VIEW events AS
+	SELECT stream, seq, type, event - 'timestamp' AS event FROM hx_event;
+
+-- each event is the stream's next, with metadata {stream, seq} and a
+-- timestamp as hx_stream's; a caller's metadata and timestamp give way
+SELECT hx_stream_send('@thread-1', '{"type": "STATE_SNAPSHOT", "snapshot": {"messages": 0, "step": "plan"}}');
+SELECT hx_stream_send('@thread-1', '{"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/step", "value": "act"}],
+	"metadata": {"stream": "elsewhere", "seq": 99}, "timestamp": 0}');
+SELECT hx_stream_send('@thread-1', '{"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "m1", "role": "user", "content": "hi"}]}');
+SELECT hx_stream_send('@thread-1', '{"type": "CUSTOM", "name": "checkpoint", "value": {"id": "c-1"}}');
+SELECT hx_stream_send('@thread-1', '{"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/messages", "value": 1}]}');
+SELECT hx_stream_send('@thread-2', '{"type": "CUSTOM", "name": "other thread"}');
+SELECT * FROM events WHERE stream LIKE '@%' ORDER BY stream, seq;
+SELECT bool_and((e.event->>'timestamp')::numeric > 0) AS timestamps FROM hx_event e WHERE stream LIKE '@%';
+
+-- the history of a log stream replays as a table's: from the last
+-- snapshot, its deltas (messages and custom events change no state)
+SELECT seq, hx_stream_state_at('@thread-1', seq) FROM generate_series(1, 5) seq;
+SELECT hx_stream_since('@thread-1');
+SELECT * FROM hx_stream_heads(ARRAY['@thread-1', '@thread-2', '@none']);
+SELECT seq, event->>'type' AS type FROM hx_stream_events('@thread-1', 3);
+
+-- a log stream ends as a deleted row's does (hx.stream_end, with a
+-- reason): its state is null until its next snapshot, where its current
+-- history begins again
+SELECT hx_stream_send('@thread-3', '{"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}}');
+SELECT hx_stream_send('@thread-3', '{"type": "CUSTOM", "name": "hx.stream_end", "value": {"reason": "deleted"}}');
+SELECT hx_stream_since('@thread-3') AS since_end;
+SELECT hx_stream_send('@thread-3', '{"type": "STATE_SNAPSHOT", "snapshot": {"n": 2}}');
+SELECT seq, hx_stream_state_at('@thread-3', seq) FROM generate_series(1, 3) seq;
+SELECT hx_stream_since('@thread-3') AS since_snapshot;
+
+-- within a transaction, each send takes the next seq; a rollback takes
+-- its events back, and the seqs with them
+BEGIN;
+SELECT hx_stream_send('@thread-2', '{"type": "CUSTOM", "name": "a"}');
+SELECT hx_stream_send('@thread-2', '{"type": "CUSTOM", "name": "b"}');
+ROLLBACK;
+SELECT hx_stream_send('@thread-2', '{"type": "CUSTOM", "name": "c"}');
+
+--
+-- What a log stream refuses
+--
+\pset tuples_only on
+\pset format unaligned
+-- names that are not a log stream's: those are tables' streams
+SELECT err($$SELECT hx_stream_send('sessions:s-1', '{"type": "CUSTOM", "name": "x"}')$$);
+SELECT err($$SELECT hx_stream_send('@', '{"type": "CUSTOM", "name": "x"}')$$);
+SELECT err($$SELECT hx_stream_send(NULL, '{"type": "CUSTOM", "name": "x"}')$$);
+SELECT err($$SELECT hx_stream_send('@t', NULL)$$);
+-- events of the wrong shape
+SELECT err($$SELECT hx_stream_send('@t', '[{"type": "CUSTOM"}]')$$);
+SELECT err($$SELECT hx_stream_send('@t', '"CUSTOM"')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"name": "x"}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": 7}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_SNAPSHOT"}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": {"op": "add"}}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [{"op": "increment", "path": "/n", "by": 1}]}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [{"op": "add", "path": "a", "value": 1}]}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [{"op": "remove", "path": ""}]}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/a"}]}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "MESSAGES_SNAPSHOT", "messages": {}}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": ["x"]}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "hx.other"}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "hx.stream_end"}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "hx.stream_end", "value": {"reason": 1}}')$$);
+-- "snapshot" and "delta" belong to their own types, which replay reads
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "x", "snapshot": {}}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [], "snapshot": {}}')$$);
+\pset tuples_only off
+\pset format aligned
+SELECT count(*) AS nothing_logged FROM hx_event WHERE stream = '@t';
+
+--
+-- The sender writes the log as itself
+--
+CREATE ROLE regress_hx_sender;
+CREATE ROLE regress_hx_nobody;
+GRANT INSERT ON hx_event TO regress_hx_sender;
+SET ROLE regress_hx_nobody;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "x"}')$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+SET ROLE regress_hx_sender;
+SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "x"}');
+RESET ROLE;
+-- and the log's row-level security holds for it: a policy that lets it
+-- write its own streams only
+ALTER TABLE hx_event ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sender_own ON hx_event FOR INSERT TO regress_hx_sender
+	WITH CHECK (stream LIKE '@t%');
+SET ROLE regress_hx_sender;
+SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "y"}');
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$SELECT hx_stream_send('@u', '{"type": "CUSTOM", "name": "x"}')$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+DROP POLICY sender_own ON hx_event;
+ALTER TABLE hx_event DISABLE ROW LEVEL SECURITY;
+SELECT stream, seq, event->>'name' AS name FROM hx_event WHERE stream IN ('@t', '@u') ORDER BY 1, 2;
+REVOKE ALL ON hx_event FROM regress_hx_sender;
+DROP ROLE regress_hx_sender, regress_hx_nobody;
+
+DROP VIEW events;
+DELETE FROM hx_event;

@@ -1,0 +1,607 @@
+/*-------------------------------------------------------------------------
+ *
+ * names.c
+ *	  The names of streams, unique per table:
+ *
+ *	  hx_table_stream_prefix(relid)	the prefix a table's rows stream under
+ *			by default
+ *	  hx_stream_trigger_prefix(tgoid)	the prefix of an hx_stream trigger's
+ *			streams, checked against every other table's
+ *	  hx_stream_tables()				every table that streams, its prefix, and
+ *			the table it collides with, if any
+ *
+ * A row's stream is "<prefix>:<key>".  By default the prefix is the name
+ * of the table (of the root of its partition tree), qualified by its
+ * schema unless the schema is public: "sessions", "tenant_b.sessions".
+ * Each part is written bare when it is a lower-case ASCII identifier
+ * ([a-z_][a-z0-9_]*) and double-quoted otherwise, with its quotes doubled
+ * ("Tenant"."a.b"), as quote_ident writes them: so a prefix reads back as
+ * exactly one schema and table, and no two tables get the same one.
+ * (Unlike quote_ident, keywords are written bare: the names must not
+ * change with the keyword list of another PostgreSQL release.)  No
+ * default prefix contains ':' outside quotes, so "<prefix>:" ends where
+ * the prefix ends, whatever the key.
+ *
+ * A trigger's stream=<name> option names its streams freely, and could
+ * give two tables one name.  So every backend keeps a registry of the
+ * hx_stream triggers of the database (read from pg_trigger), and a
+ * trigger whose streams could be named like another table's (the same
+ * prefix, or one prefix followed by ':' beginning the other) is refused,
+ * with both tables named, whenever it fires and whenever a snapshot is
+ * read through it: neither table streams until one gets another name.
+ *
+ * The registry follows the catalogs through invalidations: a relcache
+ * invalidation of a relation (CREATE or DROP TRIGGER on it, a rename, a
+ * new schema, a partition attached or detached) makes the next lookup read
+ * that relation's triggers again through pg_trigger's index on tgrelid,
+ * and derive every prefix again when anything it depends on changed; a
+ * renamed schema derives them again; too many invalidations at once, or a
+ * reset, read the whole of pg_trigger again.  Nothing is freed from inside
+ * a callback.
+ *
+ * src/names.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/partition.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "names.h"
+#include "stream.h"
+
+/* An hx_stream trigger, as pg_trigger has it, and what it names */
+typedef struct StreamTrigger
+{
+	Oid			tgoid;			/* hash key */
+	Oid			tgrelid;
+	Oid			tgparentid;		/* the trigger it was cloned from, if any */
+	NameData	tgname;
+	char	   *named;			/* its stream=<name> option, or NULL */
+	/* derived: */
+	Oid			source;			/* the table whose rows these streams are */
+	char	   *prefix;			/* NULL when the table is gone */
+	Oid			conflict;		/* a trigger of another table naming alike */
+} StreamTrigger;
+
+/* Relations invalidated since the registry was last read, at most this many */
+#define MAX_DIRTY	32
+
+static MemoryContext names_cxt = NULL;
+static HTAB *triggers = NULL;	/* StreamTrigger by tgoid */
+static bool need_full = true;	/* read the whole of pg_trigger */
+static bool need_derive = true; /* derive prefixes and conflicts */
+static Oid	dirty[MAX_DIRTY];	/* read these relations' triggers */
+static int	ndirty = 0;
+
+static void
+names_relcache_callback(Datum arg, Oid relid)
+{
+	int			i;
+
+	if (need_full)
+		return;
+	if (relid == InvalidOid)
+	{
+		need_full = true;
+		return;
+	}
+	for (i = 0; i < ndirty; i++)
+		if (dirty[i] == relid)
+			return;
+	if (ndirty == MAX_DIRTY)
+		need_full = true;
+	else
+		dirty[ndirty++] = relid;
+}
+
+static void
+names_namespace_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	need_derive = true;
+}
+
+void
+hx_names_init(void)
+{
+	CacheRegisterRelcacheCallback(names_relcache_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, names_namespace_callback, (Datum) 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Default prefixes
+ * ---------------------------------------------------------------------
+ */
+
+/* An identifier, bare when lower-case ASCII, else double-quoted */
+static void
+append_name_part(StringInfo buf, const char *ident)
+{
+	bool		bare = (ident[0] >= 'a' && ident[0] <= 'z') || ident[0] == '_';
+	const char *p;
+
+	for (p = ident; *p && bare; p++)
+		bare = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+	if (bare)
+	{
+		appendStringInfoString(buf, ident);
+		return;
+	}
+	appendStringInfoChar(buf, '"');
+	for (p = ident; *p; p++)
+	{
+		if (*p == '"')
+			appendStringInfoChar(buf, '"');
+		appendStringInfoChar(buf, *p);
+	}
+	appendStringInfoChar(buf, '"');
+}
+
+/*
+ * The prefix of a table's streams, by default: "<table>" in schema public,
+ * "<schema>.<table>" elsewhere; NULL when the table is gone.
+ */
+char *
+hx_table_stream_prefix(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+	char	   *nspname;
+	StringInfoData buf;
+
+	if (relname == NULL)
+		return NULL;
+	nspname = get_namespace_name(get_rel_namespace(relid));
+	if (nspname == NULL)
+		return NULL;
+	initStringInfo(&buf);
+	if (strcmp(nspname, "public") != 0)
+	{
+		append_name_part(&buf, nspname);
+		appendStringInfoChar(&buf, '.');
+	}
+	append_name_part(&buf, relname);
+	return buf.data;
+}
+
+/* ---------------------------------------------------------------------
+ * The registry
+ * ---------------------------------------------------------------------
+ */
+
+/* Is function foid hx_stream (whatever its SQL name)? */
+static bool
+is_stream_function(Oid foid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(foid));
+	bool		c_named_so = false;
+	FmgrInfo	finfo;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+
+		c_named_so = !isnull && strcmp(TextDatumGetCString(src), "hx_stream") == 0;
+	}
+	ReleaseSysCache(tup);
+	if (!c_named_so)
+		return false;
+	/* the symbol of this library, not of another one */
+	fmgr_info(foid, &finfo);
+	return finfo.fn_addr == hx_stream;
+}
+
+/* Register the trigger of tup when it is an hx_stream trigger */
+static bool
+add_trigger(HeapTuple tup, TupleDesc desc)
+{
+	Form_pg_trigger tg = (Form_pg_trigger) GETSTRUCT(tup);
+	StreamTrigger *entry;
+	char	   *named = NULL;
+	bool		found;
+
+	if (!is_stream_function(tg->tgfoid))
+		return false;
+	if (tg->tgnargs > 2)
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_trigger_tgargs, desc, &isnull);
+		bytea	   *args = isnull ? NULL : DatumGetByteaPP(d);
+		const char *p = args ? VARDATA_ANY(args) : NULL;
+		const char *end = args ? p + VARSIZE_ANY_EXHDR(args) : NULL;
+		int			i;
+
+		/* NUL-terminated arguments, one after the other */
+		for (i = 0; p && i < tg->tgnargs && p < end; i++)
+		{
+			if (i >= 2 && strncmp(p, "stream=", 7) == 0 && p[7] != '\0')
+				named = (char *) p + 7;
+			p += strlen(p) + 1;
+		}
+	}
+	entry = hash_search(triggers, &tg->oid, HASH_ENTER, &found);
+	entry->tgrelid = tg->tgrelid;
+	entry->tgparentid = tg->tgparentid;
+	entry->tgname = tg->tgname;
+	entry->named = named ? MemoryContextStrdup(names_cxt, named) : NULL;
+	entry->source = InvalidOid;
+	entry->prefix = NULL;
+	entry->conflict = InvalidOid;
+	return true;
+}
+
+/* Read the whole of pg_trigger */
+static void
+read_all(void)
+{
+	HASHCTL		ctl;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (names_cxt == NULL)
+		names_cxt = AllocSetContextCreate(CacheMemoryContext, "hxstate stream names",
+										  ALLOCSET_SMALL_SIZES);
+	triggers = NULL;
+	MemoryContextReset(names_cxt);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(StreamTrigger);
+	ctl.hcxt = names_cxt;
+	triggers = hash_create("hxstate stream triggers", 64, &ctl,
+						   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	rel = table_open(TriggerRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while ((tup = systable_getnext(scan)) != NULL)
+	{
+		CHECK_FOR_INTERRUPTS();
+		add_trigger(tup, RelationGetDescr(rel));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
+static void
+forget_entry(StreamTrigger *entry)
+{
+	if (entry->named)
+		pfree(entry->named);
+	if (entry->prefix)
+		pfree(entry->prefix);
+	hash_search(triggers, &entry->tgoid, HASH_REMOVE, NULL);
+}
+
+/*
+ * Read the triggers of relid again; true when the prefixes must be derived
+ * again (it had hx_stream triggers, has some now, or its name named some).
+ */
+static bool
+reread_relation(Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	StreamTrigger *entry;
+	bool		changed = false;
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+
+	hash_seq_init(&status, triggers);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->source == relid)
+			changed = true;
+		if (entry->tgrelid == relid)
+		{
+			forget_entry(entry);
+			changed = true;
+		}
+	}
+
+	rel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while ((tup = systable_getnext(scan)) != NULL)
+		changed |= add_trigger(tup, RelationGetDescr(rel));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return changed;
+}
+
+/* The root of relid's partition tree, or relid itself */
+static Oid
+root_table(Oid relid)
+{
+	List	   *ancestors;
+	Oid			root;
+
+	if (!get_rel_relispartition(relid))
+		return relid;
+	ancestors = get_partition_ancestors(relid);
+	root = ancestors != NIL ? llast_oid(ancestors) : relid;
+	list_free(ancestors);
+	return root;
+}
+
+static int
+entry_prefix_cmp(const void *a, const void *b)
+{
+	return strcmp((*(StreamTrigger *const *) a)->prefix,
+				  (*(StreamTrigger *const *) b)->prefix);
+}
+
+/* The first of n entries sorted by prefix whose prefix is s[0..len), or -1 */
+static long
+find_prefix(StreamTrigger **sorted, long n, const char *s, int len)
+{
+	long		lo = 0;
+	long		hi = n;
+
+	while (lo < hi)
+	{
+		long		mid = lo + (hi - lo) / 2;
+		const char *p = sorted[mid]->prefix;
+		int			d = strncmp(p, s, len);
+
+		if (d == 0 && p[len] != '\0')
+			d = 1;				/* s[0..len) followed by more */
+		if (d < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < n && strncmp(sorted[lo]->prefix, s, len) == 0 &&
+		sorted[lo]->prefix[len] == '\0')
+		return lo;
+	return -1;
+}
+
+static void
+mark_conflict(StreamTrigger *a, StreamTrigger *b)
+{
+	if (!OidIsValid(a->conflict))
+		a->conflict = b->tgoid;
+	if (!OidIsValid(b->conflict))
+		b->conflict = a->tgoid;
+}
+
+/*
+ * Derive each trigger's table and prefix, and find the triggers of two
+ * tables whose streams could be named alike: the same prefix, or a prefix
+ * followed by ':' that begins another (a key of the first beginning with
+ * the rest of the second would name a stream of the second).
+ */
+static void
+derive(void)
+{
+	HASH_SEQ_STATUS status;
+	StreamTrigger *entry;
+	StreamTrigger **sorted;
+	long		n = 0;
+	long		i;
+
+	sorted = palloc(sizeof(StreamTrigger *) * Max(hash_get_num_entries(triggers), 1));
+	hash_seq_init(&status, triggers);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (entry->prefix)
+			pfree(entry->prefix);
+		entry->prefix = NULL;
+		entry->conflict = InvalidOid;
+		if (entry->named)
+		{
+			/* the table where the trigger was created, not a partition's clone */
+			StreamTrigger *top = entry;
+			StreamTrigger *up;
+
+			while (OidIsValid(top->tgparentid) &&
+				   (up = hash_search(triggers, &top->tgparentid, HASH_FIND, NULL)) != NULL &&
+				   up != entry)
+				top = up;
+			entry->source = top->tgrelid;
+			if (get_rel_name(entry->source) != NULL)
+				entry->prefix = MemoryContextStrdup(names_cxt, entry->named);
+		}
+		else
+		{
+			char	   *prefix;
+
+			entry->source = root_table(entry->tgrelid);
+			prefix = hx_table_stream_prefix(entry->source);
+			if (prefix)
+				entry->prefix = MemoryContextStrdup(names_cxt, prefix);
+		}
+		if (entry->prefix)
+			sorted[n++] = entry;
+	}
+
+	qsort(sorted, n, sizeof(StreamTrigger *), entry_prefix_cmp);
+	for (i = 0; i < n; i++)
+	{
+		const char *p = sorted[i]->prefix;
+		long		j;
+		int			k;
+
+		CHECK_FOR_INTERRUPTS();
+		/* the same prefix: the entries after it */
+		for (j = i + 1; j < n && strcmp(sorted[j]->prefix, p) == 0; j++)
+			if (sorted[j]->source != sorted[i]->source)
+				mark_conflict(sorted[i], sorted[j]);
+		/* a shorter prefix that, followed by ':', begins this one */
+		for (k = 0; p[k]; k++)
+		{
+			if (p[k] != ':')
+				continue;
+			for (j = find_prefix(sorted, n, p, k);
+				 j >= 0 && j < n && strncmp(sorted[j]->prefix, p, k) == 0 &&
+				 sorted[j]->prefix[k] == '\0';
+				 j++)
+				if (sorted[j]->source != sorted[i]->source)
+					mark_conflict(sorted[i], sorted[j]);
+		}
+	}
+	pfree(sorted);
+}
+
+/* Bring the registry up to date with the catalogs */
+static void
+refresh(void)
+{
+	PG_TRY();
+	{
+		while (need_full || ndirty > 0 || need_derive)
+		{
+			if (need_full)
+			{
+				need_full = false;
+				ndirty = 0;
+				read_all();
+				need_derive = true;
+			}
+			else if (ndirty > 0)
+			{
+				Oid			rels[MAX_DIRTY];
+				int			n = ndirty;
+				int			i;
+
+				memcpy(rels, dirty, sizeof(Oid) * n);
+				ndirty = 0;
+				for (i = 0; i < n; i++)
+					if (reread_relation(rels[i]))
+						need_derive = true;
+			}
+			else
+			{
+				need_derive = false;
+				derive();
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		need_full = true;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/* "schema.table", for messages */
+static char *
+relation_text(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+	char	   *nspname = relname ? get_namespace_name(get_rel_namespace(relid)) : NULL;
+
+	if (relname == NULL || nspname == NULL)
+		return psprintf("%u", relid);
+	return psprintf("%s.%s", nspname, relname);
+}
+
+/*
+ * The prefix of the streams of hx_stream trigger tgoid, and the table
+ * whose rows they are (*source: the root of a partition tree, or with
+ * stream=<name> the table the trigger was created on).  An error when
+ * another table's streams could be named alike.
+ *
+ * Under the scripts of 0.5.0 and before (legacy), streams keep the names
+ * those versions gave them, the table's name alone, until ALTER EXTENSION
+ * hxstate UPDATE carries their events over to the new names.
+ */
+char *
+hx_stream_trigger_prefix(Oid tgoid, bool legacy, Oid *source)
+{
+	StreamTrigger *entry;
+	StreamTrigger *other;
+
+	refresh();
+	entry = hash_search(triggers, &tgoid, HASH_FIND, NULL);
+	if (entry == NULL)
+	{
+		/* created since the last invalidation was seen: read everything */
+		need_full = true;
+		refresh();
+		entry = hash_search(triggers, &tgoid, HASH_FIND, NULL);
+	}
+	if (entry == NULL || entry->prefix == NULL)
+		elog(ERROR, "trigger %u is not an hx_stream trigger of an existing table", tgoid);
+	*source = entry->source;
+	if (legacy)
+		return pstrdup(entry->named ? entry->named : get_rel_name(entry->source));
+	other = OidIsValid(entry->conflict) ?
+		hash_search(triggers, &entry->conflict, HASH_FIND, NULL) : NULL;
+	if (other != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("relations \"%s\" and \"%s\" stream under the same names",
+						relation_text(entry->source), relation_text(other->source)),
+				 errdetail("Trigger \"%s\" names the streams of relation \"%s\" \"%s:<key>\", and trigger \"%s\" names those of relation \"%s\" \"%s:<key>\".",
+						   NameStr(entry->tgname), relation_text(entry->source),
+						   hx_clip(entry->prefix), NameStr(other->tgname),
+						   relation_text(other->source), hx_clip(other->prefix)),
+				 errhint("Give one of the triggers a stream=<name> option of its own.")));
+	return pstrdup(entry->prefix);
+}
+
+PG_FUNCTION_INFO_V1(hx_stream_tables);
+
+/*
+ * hx_stream_tables() -> SETOF (source regclass, prefix text, named bool,
+ * relation regclass, trigger name, conflicts_with regclass): the tables
+ * whose rows stream, one row per hx_stream trigger (not counting the
+ * clones of a partitioned table's trigger on its partitions).
+ */
+Datum
+hx_stream_tables(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS status;
+	StreamTrigger *entry;
+
+	InitMaterializedSRF(fcinfo, 0);
+	refresh();
+	hash_seq_init(&status, triggers);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, false};
+		StreamTrigger *other = NULL;
+
+		if (entry->prefix == NULL ||
+			(OidIsValid(entry->tgparentid) &&
+			 hash_search(triggers, &entry->tgparentid, HASH_FIND, NULL) != NULL))
+			continue;
+		if (OidIsValid(entry->conflict))
+			other = hash_search(triggers, &entry->conflict, HASH_FIND, NULL);
+		values[0] = ObjectIdGetDatum(entry->source);
+		values[1] = CStringGetTextDatum(entry->prefix);
+		values[2] = BoolGetDatum(entry->named != NULL);
+		values[3] = ObjectIdGetDatum(entry->tgrelid);
+		values[4] = NameGetDatum(&entry->tgname);
+		values[5] = other ? ObjectIdGetDatum(other->source) : (Datum) 0;
+		nulls[5] = (other == NULL);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

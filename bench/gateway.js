@@ -126,6 +126,7 @@ function client(base, key, token, latencies) {
           continue;
         }
         c.events++;
+        // two writes of one stream in one millisecond leave /t as it was: counted, with no latency
         const op = e.delta.find((d) => d.path === '/t');
         if (op) latencies.push(now - op.value);
       }
@@ -299,6 +300,7 @@ async function main() {
   const behind = () => cs.filter((c) => c.snapshot && heads.has(c.key) && c.lastSeq !== heads.get(c.key)).length;
   await waitFor(() => behind() === 0, 'every client at its stream\'s head', 60000).catch((err) => console.error(`${err.message}: ${behind()} behind`));
   const resyncs = cs.reduce((n, c) => n + c.resyncs, 0);
+  const delivered = cs.reduce((n, c) => n + c.events, 0);
   const { rows: [conns] } = await db.query(
     "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'hx-bench-gateway'");
 
@@ -314,8 +316,8 @@ async function main() {
     ['clients connected', `${joined} of ${clients} in ${joinSeconds.toFixed(1)} s`, 'all', failed === 0 ? 'yes' : 'NO'],
     ['commit-to-browser latency p50', `${p50} ms`, '', ''],
     ['commit-to-browser latency p99', `${p99} ms`, '<= 100 ms', p99 <= 100 ? 'yes' : 'NO'],
-    ['events delivered (all clients)', `${latencies.length} of ${expected}${resyncs ? ` (+ ${resyncs} snapshots instead)` : ''}`, 'all',
-      latencies.length + resyncs >= expected ? 'yes' : 'NO'],
+    ['events delivered (all clients)', `${delivered} of ${expected}${resyncs ? ` (+ ${resyncs} snapshots instead)` : ''}`, 'all',
+      delivered + resyncs >= expected ? 'yes' : 'NO'],
     ['clients at their stream\'s head', `${joined - behind()} of ${joined}`, 'all', behind() === 0 ? 'yes' : 'NO'],
     ['writes a second, achieved', `${(total / wall).toFixed(0)}`, `${rate}`, total / wall >= rate * 0.95 ? 'yes' : 'NO'],
     ['gateway RSS per client', kb(rssPer), '<= 64 kB', rssPer <= 65536 ? 'yes' : 'NO'],

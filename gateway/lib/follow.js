@@ -97,7 +97,8 @@ class Follower {
   _follow(after, onEvent) {
     this._unfollow();
     const { table, key } = this.target;
-    const options = { state: false, maxQueue: this.gw._o.maxQueue, overflow: 'log' };
+    // the listener never holds an event back: the hub's queue holds only a burst, bounded in bytes too
+    const options = { state: false, maxQueue: this.gw._o.maxQueue, maxQueueBytes: this.gw._o.maxClientBytes, overflow: 'log' };
     if (after !== null) options.after = after;
     const sub = this.gw.hub.follow({ table, key }, options);
     this.sub = sub;

@@ -78,12 +78,9 @@ class Gateway {
     this._ownHub = !o.hub;
     const sources = this.tables.filter((t) => t.source);
     const hubOptions = { pg: o.pg, transport: o.transport || 'auto', maxQueue: o.maxQueue, ...(o.hubOptions || {}) };
-    if (sources.length > 0) hubOptions.sources = Object.fromEntries(sources.map((t) => [t.name, t.source]));
+    if (sources.length > 0) hubOptions.sources = { ...(hubOptions.sources || {}), ...Object.fromEntries(sources.map((t) => [t.name, t.source])) };
+    // with a hub of yours, its sources are yours to give (HxHub's sources option)
     this.hub = o.hub || new HxHub(hubOptions);
-    if (sources.length > 0 && !this.hub.sources) {
-      throw new TypeError('hxstate-gateway: this hxstate-client has no stream sources (HxHub\'s sources option): ' +
-        `${sources.map((t) => `${t.name}=${t.source}`).join(', ')} cannot be served`);
-    }
     const started = this._ownHub ? this.hub.start() : Promise.resolve();
     if (this._ownHub) {
       this.hub.on('error', (err) => this._log('warn', `hub: ${err.message}`));

@@ -29,10 +29,10 @@ const { mintToken } = require('..');
 
 const DB = 'hx_gateway_validate';
 const VENV = process.env.HX_VENV;
-const BIN = VENV ? path.join(VENV, 'ag-ui-validate') : null;
+const BIN = VENV && fs.existsSync(path.join(VENV, 'ag-ui-validate')) ? path.join(VENV, 'ag-ui-validate') : null;
 const OUT = path.join(__dirname, '..', '..', 'test', 'artifacts', 'ag-ui-validate');
 const skip = BIN ? false : process.env.CI === 'true' ? false
-  : 'HX_VENV names no venv with ag-ui-validate (pip install --require-hashes -r gateway/test/requirements.txt)';
+  : `HX_VENV (${VENV || 'unset'}) names no venv with ag-ui-validate (pip install --require-hashes -r gateway/test/requirements.txt)`;
 let db;
 
 before(async () => {
@@ -47,7 +47,7 @@ const figures = [];
 
 /** Run ag-ui-validate on args; its JSON report. */
 function validate(name, args) {
-  assert.ok(BIN && fs.existsSync(BIN), `no ag-ui-validate at ${BIN} (HX_VENV)`);
+  assert.ok(BIN, `no ag-ui-validate in HX_VENV (${VENV || 'unset'}): pip install --require-hashes -r gateway/test/requirements.txt`);
   fs.mkdirSync(OUT, { recursive: true });
   return new Promise((resolve, reject) => {
     execFile(BIN, ['--json', '--no-color', ...args], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {

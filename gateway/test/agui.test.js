@@ -32,9 +32,7 @@ const STREAM = `sessions:${KEY}`;
 let db;
 
 before(async () => {
-  db = await t.freshDatabase(DB);
-  await t.sessionsTable(db);
-  await db.query('SELECT hx_stream_publication()');
+  db = await t.gatewayDatabase(DB);
 });
 after(async () => { await db.end(); });
 

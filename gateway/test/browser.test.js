@@ -25,9 +25,7 @@ const ARTIFACTS = path.join(__dirname, '..', '..', 'test', 'artifacts');
 
 let db;
 before(async () => {
-  db = await t.freshDatabase(DB);
-  await t.sessionsTable(db);
-  await db.query('SELECT hx_stream_publication()');
+  db = await t.gatewayDatabase(DB);
 });
 after(async () => { await db.end(); });
 

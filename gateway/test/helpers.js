@@ -147,6 +147,14 @@ function stateOf(events, from = null) {
   return state;
 }
 
+/** A fresh database db with hxstate, docs/sessions.sql's table and the log's publication; a connection to it. */
+async function gatewayDatabase(name) {
+  const db = await h.freshDatabase(name);
+  await sessionsTable(db);
+  await db.query('SELECT hx_stream_publication()');
+  return db;
+}
+
 async function sessionsTable(db) {
   await db.query(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', '..', 'docs', 'sessions.sql'), 'utf8'));
 }
@@ -160,4 +168,4 @@ function databaseUrl(db) {
   return `postgresql://${PGUSER || 'postgres'}@/${db}?host=${PGHOST || '/var/run/postgresql'}&port=${PGPORT || 5432}`;
 }
 
-module.exports = { ...h, h, SECRET, startGateway, childGateway, sse, ended, stateOf, parseBlocks, sessionsTable, databaseUrl };
+module.exports = { ...h, h, SECRET, startGateway, childGateway, sse, ended, stateOf, parseBlocks, sessionsTable, gatewayDatabase, databaseUrl };

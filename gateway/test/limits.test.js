@@ -24,9 +24,7 @@ const MB = 1024 * 1024;
 let db;
 
 before(async () => {
-  db = await t.freshDatabase(DB);
-  await t.sessionsTable(db);
-  await db.query('SELECT hx_stream_publication()');
+  db = await t.gatewayDatabase(DB);
   await db.query("INSERT INTO sessions (session_id, user_id, state) VALUES ('small', 'u', '{\"n\": 0}')");
 });
 after(async () => { await db.end(); });

@@ -19,9 +19,7 @@ const keys = Array.from({ length: STREAMS }, (_, i) => `k-${i}`);
 
 let db;
 before(async () => {
-  db = await t.freshDatabase(DB);
-  await t.sessionsTable(db);
-  await db.query('SELECT hx_stream_publication()');
+  db = await t.gatewayDatabase(DB);
   await db.query(`INSERT INTO sessions (session_id, user_id, state)
                   SELECT 'k-' || g, 'u', '{"n": 0}' FROM generate_series(0, ${STREAMS - 1}) g`);
 });

@@ -34,9 +34,7 @@ const merge = (key, ops) => t.merge(db, 'sessions', key, ops);
 const head = (key) => t.lastSeq(db, `sessions:${key}`);
 
 before(async () => {
-  db = await t.freshDatabase(DB);
-  await t.sessionsTable(db);
-  await db.query('SELECT hx_stream_publication()');
+  db = await t.gatewayDatabase(DB);
   g = await t.startGateway(DB, { heartbeat: 200 });
 });
 after(async () => {

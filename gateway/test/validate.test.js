@@ -36,9 +36,7 @@ const skip = BIN ? false : process.env.CI === 'true' ? false
 let db;
 
 before(async () => {
-  db = await t.freshDatabase(DB);
-  await t.sessionsTable(db);
-  await db.query('SELECT hx_stream_publication()');
+  db = await t.gatewayDatabase(DB);
 });
 after(async () => { await db.end(); });
 

@@ -106,7 +106,9 @@ test('bodies: never buffered past maxBody or maxBodyTotal, refused as they come;
     const grew = g.rss() - rss0;
     console.log(`bodies: RSS grew by ${(grew / MB).toFixed(1)} MB; /healthz answered within ${Math.max(...health)} ms`);
     assert.ok(grew < 150 * MB, `the gateway grew by ${Math.round(grew / MB)} MB (the probe: 600 MB)`);
-    assert.ok(Math.max(...health) < 1000, `/healthz answered within ${Math.max(...health)} ms`);
+    // /healthz answered each of its ten requests meanwhile (asserted above);
+    // how fast is printed, not asserted: tests assert no timings
+    assert.equal(health.length, 10);
   } finally {
     for (const req of slowPost.open) req.destroy();
     await g.close();
@@ -173,8 +175,12 @@ test('sixty sockets that never read, on a 4 MB state: bounded bytes each, one sh
     clearInterval(watch);
     console.log(`sixty stalled sockets: RSS grew by ${(grew / MB).toFixed(1)} MB, each held at most ${Math.max(...s.held)} bytes; ` +
       `the other stream's delay at most ${Math.max(...delays)} ms over ${delays.length} events; cut off: ${after.stats.stalled}`);
+    // the other stream went on: its events arrived, each seq once and in
+    // order, to the row's state (its delay is printed above, not asserted:
+    // tests assert no timings; bench/gateway.js measures latency)
     assert.ok(delays.length > 20, `the other stream's events arrived (${delays.length})`);
-    assert.ok(Math.max(...delays) < 1000, `the other stream was delayed by at most ${Math.max(...delays)} ms (the probe: 1.6 to 2.9 s)`);
+    const seqs = other.seqEvents().map((e) => e.metadata.seq);
+    assert.deepEqual(seqs, seqs.map((_, i) => seqs[0] + i), 'each seq of the other stream once, in order');
     assert.deepEqual(t.stateOf(other.seqEvents()), await t.rowState(db, 'sessions', 'small'));
     other.close();
   } finally {

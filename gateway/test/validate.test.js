@@ -17,8 +17,8 @@
 // under test/artifacts/ag-ui-validate/, and a line per path is printed.
 //
 // The validator comes from gateway/test/requirements.txt (pinned, with
-// hashes), in the venv whose bin directory HX_VENV names.  Without
-// HX_VENV the test is skipped, except under CI (CI=true), where it fails.
+// hashes), in the venv whose bin directory HX_AGUI_VENV names (test/suite
+// builds it with test/lib/python.sh); without it the test fails.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -28,11 +28,9 @@ const t = require('./helpers');
 const { mintToken } = require('..');
 
 const DB = 'hx_gateway_validate';
-const VENV = process.env.HX_VENV;
+const VENV = process.env.HX_AGUI_VENV;
 const BIN = VENV && fs.existsSync(path.join(VENV, 'ag-ui-validate')) ? path.join(VENV, 'ag-ui-validate') : null;
 const OUT = path.join(__dirname, '..', '..', 'test', 'artifacts', 'ag-ui-validate');
-const skip = BIN ? false : process.env.CI === 'true' ? false
-  : `HX_VENV (${VENV || 'unset'}) names no venv with ag-ui-validate (pip install --require-hashes -r gateway/test/requirements.txt)`;
 let db;
 
 before(async () => {
@@ -45,7 +43,7 @@ const figures = [];
 
 /** Run ag-ui-validate on args; its JSON report. */
 function validate(name, args) {
-  assert.ok(BIN, `no ag-ui-validate in HX_VENV (${VENV || 'unset'}): pip install --require-hashes -r gateway/test/requirements.txt`);
+  assert.ok(BIN, `no ag-ui-validate in HX_AGUI_VENV (${VENV || 'unset'}): pip install --require-hashes -r gateway/test/requirements.txt`);
   fs.mkdirSync(OUT, { recursive: true });
   return new Promise((resolve, reject) => {
     execFile(BIN, ['--json', '--no-color', ...args], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
@@ -90,7 +88,7 @@ async function live(name, base, key, headers = []) {
   return report;
 }
 
-test('ag-ui-validate: every path, live against POST /agents and recorded from GET /streams', { skip }, async () => {
+test('ag-ui-validate: every path, live against POST /agents and recorded from GET /streams', async () => {
   let g = await t.startGateway(DB, { appName: 'hx-gateway-validate', maxRunMs: 1000 });
   const port = g.port;
   const key = 's-valid';
@@ -148,7 +146,7 @@ test('ag-ui-validate: every path, live against POST /agents and recorded from GE
   }
 });
 
-test('ag-ui-validate: a run of the run hook that ends with outcome interrupt', { skip }, async () => {
+test('ag-ui-validate: a run of the run hook that ends with outcome interrupt', async () => {
   const run = async (input, target) => {
     const c = await t.connect(DB);
     try {

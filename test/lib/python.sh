@@ -4,11 +4,14 @@
 #   . test/lib/python.sh
 #   hx_python_venv python/requirements-test.txt    # exports HX_VENV (its bin/)
 #   "$HX_VENV/python" -m pytest ...
+#   hx_python_venv gateway/test/requirements.txt HX_AGUI_VENV   # another lock, another name
+#   hx_python_venv gateway/test/requirements.txt HX_AGUI_VENV   # another lock, another name
 #
 # The venv lives in $HX_CACHE (default /var/cache/hxstate) under a name made
 # of the lock file's SHA-256 and the interpreter's version, so a changed lock
 # or Python builds a new one.  Its marker file, .hxstate-complete, is
-# written last, after pip has installed everything and the packages import;
+# written last, after pip has installed everything and `pip check` finds
+# every requirement of every installed package met (the lock is whole);
 # a venv without the marker (an install that was killed, a full disk, no
 # network) is removed and built again, so a half-finished install never
 # poisons a later run.  Builds of one venv take turns (flock).  pip installs
@@ -16,8 +19,8 @@
 # package under test is not installed: the suite puts python/src on
 # PYTHONPATH.
 
-hx_python_venv() {					# lock file
-	local lock=$1 py key dir
+hx_python_venv() {					# lock file [variable]
+	local lock=$1 var=${2:-HX_VENV} py key dir
 	py=${HX_PYTHON:-python3}
 	command -v "$py" >/dev/null || {
 		echo "hx_python_venv: no $py (Debian: apt-get install python3 python3-venv)" >&2
@@ -37,12 +40,12 @@ hx_python_venv() {					# lock file
 		"$py" -m venv "$dir" &&
 			"$dir/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
 				--require-hashes -r "$lock" &&
-			"$dir/bin/python" -c 'import langgraph.checkpoint.conformance, langgraph.checkpoint.postgres, psycopg, pytest' &&
+			"$dir/bin/python" -m pip check -q --disable-pip-version-check >/dev/null &&
 			date -u +%FT%TZ >"$dir/.hxstate-complete"
 	) 9>"$dir.lock" || {
 		echo "hx_python_venv: could not build the venv for $lock in $dir" >&2
 		rm -rf "$dir"
 		return 1
 	}
-	export HX_VENV=$dir/bin
+	export "$var=$dir/bin"
 }

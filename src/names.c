@@ -377,20 +377,69 @@ find_prefix(StreamTrigger **sorted, long n, const char *s, int len)
 	return -1;
 }
 
-static void
-mark_conflict(StreamTrigger *a, StreamTrigger *b)
+/*
+ * An entry of the group that begins at sorted[lo] whose source is not
+ * source, or NULL: the first one when its source differs, else other, the
+ * group's first entry of another source than the first's (NULL when the
+ * group has one source).
+ */
+static StreamTrigger *
+other_source(StreamTrigger **sorted, long lo, StreamTrigger *other, Oid source)
 {
-	if (!OidIsValid(a->conflict))
-		a->conflict = b->tgoid;
-	if (!OidIsValid(b->conflict))
-		b->conflict = a->tgoid;
+	return sorted[lo]->source != source ? sorted[lo] : other;
+}
+
+/* The first entry of sorted[lo..hi) whose source is not sorted[lo]'s */
+static StreamTrigger *
+first_other_source(StreamTrigger **sorted, long lo, long hi)
+{
+	long		i;
+
+	for (i = lo + 1; i < hi; i++)
+		if (sorted[i]->source != sorted[lo]->source)
+			return sorted[i];
+	return NULL;
+}
+
+/*
+ * Give each entry of the groups sorted[a0..a1) and sorted[b0..b1) that has
+ * no conflict yet one of the other group of another source, if there is
+ * one, in time linear in the groups' sizes (a table partitioned a
+ * thousand times has a thousand triggers of one prefix).
+ */
+static void
+mark_conflicts(StreamTrigger **sorted, long a0, long a1, long b0, long b1)
+{
+	StreamTrigger *a_other = first_other_source(sorted, a0, a1);
+	StreamTrigger *b_other = (b0 == a0) ? a_other : first_other_source(sorted, b0, b1);
+	long		i;
+
+	for (i = a0; i < a1; i++)
+	{
+		StreamTrigger *x = sorted[i];
+		StreamTrigger *y = other_source(sorted, b0, b_other, x->source);
+
+		if (y != NULL && !OidIsValid(x->conflict))
+			x->conflict = y->tgoid;
+	}
+	if (b0 == a0)
+		return;
+	for (i = b0; i < b1; i++)
+	{
+		StreamTrigger *x = sorted[i];
+		StreamTrigger *y = other_source(sorted, a0, a_other, x->source);
+
+		if (y != NULL && !OidIsValid(x->conflict))
+			x->conflict = y->tgoid;
+	}
 }
 
 /*
  * Derive each trigger's table and prefix, and find the triggers of two
  * tables whose streams could be named alike: the same prefix, or a prefix
  * followed by ':' that begins another (a key of the first beginning with
- * the rest of the second would name a stream of the second).
+ * the rest of the second would name a stream of the second).  The entries
+ * are sorted by prefix and handled a group of one prefix at a time.
  */
 static void
 derive(void)
@@ -400,6 +449,7 @@ derive(void)
 	StreamTrigger **sorted;
 	long		n = 0;
 	long		i;
+	long		j;
 
 	sorted = palloc(sizeof(StreamTrigger *) * Max(hash_get_num_entries(triggers), 1));
 	hash_seq_init(&status, triggers);
@@ -438,28 +488,27 @@ derive(void)
 	}
 
 	qsort(sorted, n, sizeof(StreamTrigger *), entry_prefix_cmp);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i = j)
 	{
 		const char *p = sorted[i]->prefix;
-		long		j;
 		int			k;
 
 		CHECK_FOR_INTERRUPTS();
-		/* the same prefix: the entries after it */
+		/* the group of prefix p: sorted[i..j) */
 		for (j = i + 1; j < n && strcmp(sorted[j]->prefix, p) == 0; j++)
-			if (sorted[j]->source != sorted[i]->source)
-				mark_conflict(sorted[i], sorted[j]);
-		/* a shorter prefix that, followed by ':', begins this one */
+			;
+		mark_conflicts(sorted, i, j, i, j);
+		/* a shorter prefix that, followed by ':', begins p: its group */
 		for (k = 0; p[k]; k++)
 		{
-			if (p[k] != ':')
+			long		g0;
+			long		g1;
+
+			if (p[k] != ':' || (g0 = find_prefix(sorted, n, p, k)) < 0)
 				continue;
-			for (j = find_prefix(sorted, n, p, k);
-				 j >= 0 && j < n && strncmp(sorted[j]->prefix, p, k) == 0 &&
-				 sorted[j]->prefix[k] == '\0';
-				 j++)
-				if (sorted[j]->source != sorted[i]->source)
-					mark_conflict(sorted[i], sorted[j]);
+			for (g1 = g0 + 1; g1 < n && strcmp(sorted[g1]->prefix, sorted[g0]->prefix) == 0; g1++)
+				;
+			mark_conflicts(sorted, i, j, g0, g1);
 		}
 	}
 	pfree(sorted);

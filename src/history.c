@@ -188,8 +188,8 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	MemoryContext callcxt = CurrentMemoryContext;
 	MemoryContext eventcxt;
 	const char *nsp;
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		values[2];
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
 	int64		last;
 	int64		start;
 	int64		first;
@@ -246,13 +246,16 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
+	/* the events from start to seq, and no further: later ones are not read */
 	values[1] = Int64GetDatum(start);
+	values[2] = Int64GetDatum(seq);
 	portal = SPI_cursor_open_with_args(NULL,
 									   psprintf("SELECT e.seq, e.event FROM %s.hx_event e"
 												" WHERE e.stream OPERATOR(pg_catalog.=) $1"
 												"   AND e.seq OPERATOR(pg_catalog.>=) $2"
+												"   AND e.seq OPERATOR(pg_catalog.<=) $3"
 												" ORDER BY e.seq", nsp),
-									   2, types, values, NULL, true, 0);
+									   3, types, values, NULL, true, 0);
 	expect = start;
 	while (expect <= seq)
 	{

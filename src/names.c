@@ -89,6 +89,14 @@ typedef struct StreamTrigger
 /* Relations invalidated since the registry was last read, at most this many */
 #define MAX_DIRTY	32
 
+/*
+ * The registry: a hash table and its entries' strings in names_cxt, a
+ * child of CacheMemoryContext that lives as long as the backend.
+ * read_all() empties the context and builds the table anew; an entry's
+ * strings are freed when it is forgotten or its prefix derived again.
+ * The callbacks below only set flags: whatever they invalidate is replaced
+ * at the next lookup, outside any scan of the table.
+ */
 static MemoryContext names_cxt = NULL;
 static HTAB *triggers = NULL;	/* StreamTrigger by tgoid */
 static bool need_full = true;	/* read the whole of pg_trigger */
@@ -362,6 +370,7 @@ prefixes_hold(Oid relid)
 	{
 		Oid			source;
 
+		CHECK_FOR_INTERRUPTS();
 		if (!hold || (entry->tgrelid != relid && entry->source != relid))
 			continue;
 		if (entry->named)
@@ -455,15 +464,22 @@ reread_relation(Oid relid)
 			same = false;
 	}
 	if (same && nold == nnow)
-		return !prefixes_hold(relid);
-
-	hash_seq_init(&status, triggers);
-	while ((entry = hash_seq_search(&status)) != NULL)
-		if (entry->tgrelid == relid)
-			forget_entry(entry);
+		same = prefixes_hold(relid);
+	else
+	{
+		hash_seq_init(&status, triggers);
+		while ((entry = hash_seq_search(&status)) != NULL)
+			if (entry->tgrelid == relid)
+				forget_entry(entry);
+		for (i = 0; i < nnow; i++)
+			enter_trigger(&now[i]);
+		same = false;
+	}
 	for (i = 0; i < nnow; i++)
-		enter_trigger(&now[i]);
-	return true;
+		if (now[i].named)
+			pfree(now[i].named);
+	pfree(now);
+	return !same;
 }
 
 static int

@@ -26,6 +26,16 @@ SELECT hx_stream_since('@thread-1');
 SELECT * FROM hx_stream_heads(ARRAY['@thread-1', '@thread-2', '@none']);
 SELECT seq, event->>'type' AS type FROM hx_stream_events('@thread-1', 3);
 
+-- a log stream ends as a deleted row's does (hx.stream_end, with a
+-- reason): its state is null until its next snapshot, where its current
+-- history begins again
+SELECT hx_stream_send('@thread-3', '{"type": "STATE_SNAPSHOT", "snapshot": {"n": 1}}');
+SELECT hx_stream_send('@thread-3', '{"type": "CUSTOM", "name": "hx.stream_end", "value": {"reason": "deleted"}}');
+SELECT hx_stream_since('@thread-3') AS since_end;
+SELECT hx_stream_send('@thread-3', '{"type": "STATE_SNAPSHOT", "snapshot": {"n": 2}}');
+SELECT seq, hx_stream_state_at('@thread-3', seq) FROM generate_series(1, 3) seq;
+SELECT hx_stream_since('@thread-3') AS since_snapshot;
+
 -- within a transaction, each send takes the next seq; a rollback takes
 -- its events back, and the seqs with them
 BEGIN;
@@ -58,7 +68,9 @@ SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [{"op
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/a"}]}')$$);
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "MESSAGES_SNAPSHOT", "messages": {}}')$$);
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": ["x"]}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "hx.other"}')$$);
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "hx.stream_end"}')$$);
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "hx.stream_end", "value": {"reason": 1}}')$$);
 -- "snapshot" and "delta" belong to their own types, which replay reads
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "x", "snapshot": {}}')$$);
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [], "snapshot": {}}')$$);

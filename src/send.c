@@ -16,8 +16,10 @@
  * (with "snapshot"), STATE_DELTA (with "delta", an RFC 6902 patch),
  * MESSAGES_SNAPSHOT (with "messages") and CUSTOM (with "name"), checked
  * before they are logged.  "snapshot" and "delta" appear on their own
- * types only, and CUSTOM names beginning with "hx." are hxstate's, so that
- * hx_stream_state_at replays a log stream as it replays a table's.
+ * types only, and CUSTOM names beginning with "hx." are hxstate's, but for
+ * hx.stream_end, which ends a log stream as a deleted row ends a table's
+ * (with a reason), so that hx_stream_state_at replays a log stream as it
+ * replays a table's.
  *
  * The sender writes the log as itself: it needs INSERT on hx_event, and
  * row-level security on the log applies to it.  A lock on the stream, held
@@ -94,6 +96,28 @@ value_type(JsonbValue *v)
 }
 
 /*
+ * The end of a log stream, as hx_stream ends a row's: {"type": "CUSTOM",
+ * "name": "hx.stream_end", "value": {"reason": <a string>}}.  Followers
+ * hand it out as the end of the stream, and replay makes the state null
+ * until the stream's next STATE_SNAPSHOT.
+ */
+static void
+check_stream_end(Jsonb *event)
+{
+	JsonbValue	value;
+	JsonbValue	reason;
+
+	if (!member(event, "value", &value) || value.type != jbvBinary ||
+		!JsonContainerIsObject(value.val.binary.data) ||
+		getKeyJsonValueFromContainer(value.val.binary.data, "reason", 6, &reason) == NULL ||
+		reason.type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("hx.stream_end event needs a value with a string \"reason\""),
+				 errdetail("A log stream ends with {\"type\": \"CUSTOM\", \"name\": \"hx.stream_end\", \"value\": {\"reason\": \"...\"}}.")));
+}
+
+/*
  * Check an event for a log stream, and return its type: an object with a
  * "type" that a log stream takes and the member that type needs, in its
  * shape, and no member that another type has.
@@ -157,11 +181,17 @@ check_log_event(Jsonb *event)
 		hx_patch_check(JsonbValueToJsonb(&v));
 	if (strcmp(type, "CUSTOM") == 0 && v.val.string.len >= 3 &&
 		strncmp(v.val.string.val, "hx.", 3) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("CUSTOM event name \"%s\" is reserved",
-						hx_clip(pnstrdup(v.val.string.val, v.val.string.len))),
-				 errdetail("Names that begin with \"hx.\" are hxstate's own.")));
+	{
+		if (v.val.string.len == 13 &&
+			memcmp(v.val.string.val, "hx.stream_end", 13) == 0)
+			check_stream_end(event);
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("CUSTOM event name \"%s\" is reserved",
+							hx_clip(pnstrdup(v.val.string.val, v.val.string.len))),
+					 errdetail("Names that begin with \"hx.\" are hxstate's own; a log stream may send \"hx.stream_end\".")));
+	}
 
 	/* "snapshot" and "delta" on their own types only: replay reads them */
 	for (i = 0; i < 2; i++)

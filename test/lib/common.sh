@@ -65,6 +65,8 @@ hx_missing_packages() {
 				perl -MIPC::Run -e 1 2>/dev/null || missing+=(libipc-run-perl)
 				command -v node >/dev/null || missing+=(nodejs)
 				command -v npm >/dev/null || missing+=(npm)
+				# the Python suite's venv (test/lib/python.sh)
+				python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 				command -v make >/dev/null || missing+=(make)
 				command -v gcc >/dev/null || missing+=(gcc)
 				;;

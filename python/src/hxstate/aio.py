@@ -1,0 +1,287 @@
+"""The async API: the helpers on an AsyncConnection, and ``follow()``, a
+stream's AG-UI events as an async iterator.
+
+    async for event, state in follow(conninfo, table="sessions", key="s-42"):
+        print(event["metadata"]["seq"], event["type"], state)
+
+The follower keeps the JavaScript HxStream's guarantees:
+
+- it starts from a snapshot and its seq (``hx_stream_snapshot``, or a
+  source function ``(keys text[]) RETURNS TABLE (key, stream, seq, state)``
+  such as HxSaver's ``threads``), handed out as a synthetic
+  ``STATE_SNAPSHOT`` (``metadata.synthetic: true``);
+- then every event in seq order, each seq exactly once, with the state
+  after it;
+- content comes only from the event log (``hx_stream_events``), read under
+  the follower's own privileges: a notification is a wake-up and nothing
+  more (any role that can connect can send one), and the log is read at
+  every wake-up and every ``poll_interval`` seconds, so gaps, references
+  and lost notifications are filled from it;
+- when the log no longer continues its cursor (trimmed), it resyncs from a
+  fresh snapshot (a stream without a snapshot source raises Trimmed);
+- ``hx.stream_end`` is handed out with the state None, and following goes
+  on (a key inserted again starts with its snapshot event);
+- a lost connection is retried with jittered, doubling backoff, and the
+  follower catches up from its cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from hxstate import base
+from hxstate.errors import NotSetUp, Trimmed, errors
+from hxstate.patch import PatchError, apply_event
+
+__all__ = ["follow", "Follower", "merge", "stage", "promote", "state_at", "events", "hx_schema"]
+
+_schemas: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], str] = weakref.WeakKeyDictionary()
+
+
+async def hx_schema(conn: psycopg.AsyncConnection[Any]) -> str:
+    s = _schemas.get(conn)
+    if s is None:
+        row = await (await conn.execute(base.SCHEMA_SQL)).fetchone()
+        if row is None:
+            raise NotSetUp('extension "hxstate" is not installed in this database')
+        s = _schemas[conn] = row[0]
+    return s
+
+
+async def merge(
+    conn: psycopg.AsyncConnection[Any],
+    table: str | tuple[str, ...],
+    key_column: str,
+    key: Any,
+    writes: Any,
+    *,
+    state_column: str = "state",
+) -> Any:
+    """hxstate.merge, async."""
+    with errors():
+        cur = await conn.execute(
+            base.merge_sql(await hx_schema(conn), table, key_column, state_column), (base.json_param(writes), key)
+        )
+        row = await cur.fetchone()
+    return None if row is None else row[0]
+
+
+async def stage(
+    conn: psycopg.AsyncConnection[Any],
+    stream: str,
+    step: str,
+    call: str,
+    writes: Any,
+    ord: int | None = None,
+) -> bool:
+    """hxstate.stage, async."""
+    with errors():
+        cur = await conn.execute(base.stage_sql(await hx_schema(conn)), (stream, step, call, base.json_param(writes), ord))
+        row = await cur.fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+async def promote(
+    conn: psycopg.AsyncConnection[Any],
+    table: str | tuple[str, ...],
+    key_column: str,
+    key: Any,
+    stream: str,
+    step: str,
+    *,
+    state_column: str = "state",
+) -> Any:
+    """hxstate.promote, async."""
+    with errors():
+        cur = await conn.execute(
+            base.promote_sql(await hx_schema(conn), table, key_column, state_column), (stream, step, key)
+        )
+        row = await cur.fetchone()
+    return None if row is None else row[0]
+
+
+async def state_at(conn: psycopg.AsyncConnection[Any], stream: str, seq: int) -> Any:
+    """hxstate.state_at, async."""
+    with errors():
+        cur = await conn.execute(base.state_at_sql(await hx_schema(conn)), (stream, seq))
+        row = await cur.fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def events(conn: psycopg.AsyncConnection[Any], stream: str, after: int = 0, max_events: int = 1000) -> list[tuple[int, Any]]:
+    """hxstate.events, async."""
+    with errors():
+        cur = await conn.execute(base.events_sql(await hx_schema(conn)), (stream, after, max_events))
+        return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+class Follower:
+    """One stream, followed: an async iterator of ``(event, state)``."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        table: str | None = None,
+        key: str | None = None,
+        source: str | None = None,
+        stream: str | None = None,
+        after: int | None = None,
+        poll_interval: float = 2.0,
+        page_size: int = 1000,
+        reconnect: tuple[float, float] = (0.1, 5.0),
+    ) -> None:
+        if sum(x is not None for x in (table, source, stream)) != 1:
+            raise ValueError("follow one of: table= and key=, source= and key=, or stream=")
+        if (table is not None or source is not None) and key is None:
+            raise ValueError("table= and source= need key=")
+        self.conninfo = conninfo
+        self.table = table
+        self.source = source
+        self.key = key
+        self.stream = stream
+        self.poll_interval = poll_interval
+        self.page_size = page_size
+        self.reconnect_bounds = reconnect
+        #: seq of the last event handed out (None before the first)
+        self.seq: int | None = after
+        #: the state after the last event handed out
+        self.state: Any = None
+        self.ended = False
+        self.stats = {"events": 0, "pages": 0, "notifications": 0, "resyncs": 0, "reconnects": 0, "polls": 0}
+        self._closed = False
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._conn is not None:
+            await self._conn.close()
+
+    def __aiter__(self) -> AsyncIterator[tuple[dict[str, Any], Any]]:
+        return self._run()
+
+    async def _snapshot(self, conn: psycopg.AsyncConnection[Any], hx: str) -> tuple[str, int, Any] | None:
+        if self.table is not None:
+            q = sql.SQL("SELECT stream, seq, state FROM {}.hx_stream_snapshot(%s::regclass, %s)").format(sql.Identifier(hx))
+            cur = await conn.execute(q, (self.table, self.key))
+        elif self.source is not None:
+            q = sql.SQL("SELECT stream, seq, state FROM {}(ARRAY[%s]::text[])").format(base.table_name(self.source))
+            cur = await conn.execute(q, (self.key,))
+        else:
+            return None
+        row = await cur.fetchone()
+        if row is None or row[0] is None:
+            raise LookupError(f"no stream for key {self.key!r}")
+        return row[0], int(row[1]), row[2]
+
+    def _synthetic(self, state: Any) -> dict[str, Any]:
+        return {
+            "type": "STATE_SNAPSHOT",
+            "snapshot": state,
+            "timestamp": int(time.time() * 1000),
+            "metadata": {"stream": self.stream, "seq": self.seq or 0, "synthetic": True},
+        }
+
+    async def _run(self) -> AsyncIterator[tuple[dict[str, Any], Any]]:
+        delay = self.reconnect_bounds[0]
+        first = True
+        while not self._closed:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+                    self._conn = conn
+                    hx = await hx_schema(conn)
+                    if self.stream is None:
+                        snap = await self._snapshot(conn, hx)
+                        assert snap is not None
+                        self.stream = snap[0]
+                    cur = await conn.execute(sql.SQL("SELECT {}.hx_stream_channel(%s)").format(sql.Identifier(hx)), (self.stream,))
+                    channel = (await cur.fetchone() or [""])[0]
+                    # armed before the snapshot is read: nothing committed
+                    # after it can go unnoticed
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    if not first:
+                        self.stats["reconnects"] += 1
+                    delay = self.reconnect_bounds[0]
+                    if self.seq is None:
+                        snap = await self._snapshot(conn, hx)
+                        if snap is not None:
+                            self.seq, self.state = snap[1], snap[2]
+                            yield self._synthetic(self.state), self.state
+                        else:
+                            self.seq = 0
+                    first = False
+                    while not self._closed:
+                        async for item in self._catch_up(conn, hx):
+                            yield item
+                        got = False
+                        async for _ in conn.notifies(timeout=self.poll_interval, stop_after=1):
+                            got = True
+                        if got:
+                            self.stats["notifications"] += 1
+                        else:
+                            self.stats["polls"] += 1
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                if self._closed:
+                    return
+                await asyncio.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, self.reconnect_bounds[1])
+            finally:
+                self._conn = None
+
+    async def _catch_up(self, conn: psycopg.AsyncConnection[Any], hx: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
+        while True:
+            assert self.seq is not None and self.stream is not None
+            cur = await conn.execute(base.events_sql(hx), (self.stream, self.seq, self.page_size))
+            rows = await cur.fetchall()
+            self.stats["pages"] += 1
+            if not rows:
+                return
+            if rows[0][0] != self.seq + 1:
+                async for item in self._resync(conn, hx, "trimmed"):
+                    yield item
+                continue
+            for seq, event in rows:
+                if seq != self.seq + 1:
+                    break
+                try:
+                    state = apply_event(self.state, event)
+                except PatchError:
+                    async for item in self._resync(conn, hx, "invalid"):
+                        yield item
+                    break
+                self.seq, self.state = seq, state
+                self.ended = event.get("type") == "CUSTOM" and event.get("name") == "hx.stream_end"
+                self.stats["events"] += 1
+                yield event, state
+            if len(rows) < self.page_size:
+                return
+
+    async def _resync(self, conn: psycopg.AsyncConnection[Any], hx: str, reason: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
+        snap = await self._snapshot(conn, hx)
+        if snap is None:
+            raise Trimmed(
+                f"the log of stream {self.stream!r} no longer continues seq {self.seq}",
+                hint="Follow it with table= or source= to resync from a snapshot.",
+            )
+        self.stats["resyncs"] += 1
+        self.seq, self.state = snap[1], snap[2]
+        event = self._synthetic(self.state)
+        event["metadata"]["reason"] = reason
+        yield event, self.state
+
+
+def follow(conninfo: str, **kwargs: Any) -> Follower:
+    """Follow one stream: ``follow(conninfo, table=..., key=...)``,
+    ``follow(conninfo, source=..., key=...)`` or ``follow(conninfo, stream=...)``
+    (options as Follower's)."""
+    return Follower(conninfo, **kwargs)

@@ -1,0 +1,990 @@
+"""What HxSaver and AsyncHxSaver share: the SQL, and every operation written
+once as a generator of statements that a sync or an async driver runs.
+
+Storage (in the schema the user chooses, ``langgraph`` by default):
+
+- ``checkpoints``: one row per checkpoint: the checkpoint without its
+  values, the metadata, and its state as what changed: ``delta``, the
+  hx_merge ops from the parent's state, and now and then ``snapshot``, the
+  whole state.  A checkpoint's state is its nearest snapshot ancestor's
+  snapshot with the deltas after it applied in order (``state_at``, one
+  ``hx_merge``).  A snapshot is written when the deltas since the last one
+  add up to more than that snapshot (at least ``snapshot_min_bytes``) or
+  when ``max_chain`` checkpoints passed: rebuilding reads at most about
+  twice the state, and what is stored and WAL-logged per step is what
+  changed, plus snapshots whose sizes grow geometrically (together about
+  twice the final state).
+- ``writes``: the pending writes of tasks (``put_writes``), staged once:
+  retrying equal writes is a no-op, other writes for the same task and index
+  are an error (``NonDeterministicRetry``, XH201), except LangGraph's own
+  records of an attempt (errors, interrupts, resumes, scheduled), which the
+  last attempt overwrites as LangGraph expects.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import INTERRUPT
+
+from hxstate.errors import NonDeterministicRetry, NotSetUp, ThreadConflict
+from hxstate.langgraph import delta as D
+from hxstate.langgraph.codec import Codec, public_json
+
+DEFAULT_SCHEMA = "langgraph"
+# sources of checkpoints that a run writes as it advances a thread; the
+# others ("update", "fork") are forks a user asked for
+RUN_SOURCES = frozenset({"input", "loop"})
+
+
+def pack(text: str) -> bytes | None:
+    """A write's JSON, compressed when that saves a quarter or more.  Rows
+    under about 2 kB are never compressed by PostgreSQL (TOAST starts at
+    TOAST_TUPLE_THRESHOLD), and a task's writes are mostly such rows: a
+    message each.  Pending writes are the runtime's journal, read back by
+    the saver; the state, which SQL reads, stays jsonb."""
+    if len(text) < 256:
+        return None
+    raw = text.encode()
+    z = zlib.compress(raw, 6)
+    return z if len(z) * 4 <= len(raw) * 3 else None
+
+
+def unpack(packed: bytes) -> str:
+    return zlib.decompress(packed).decode()
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def dumps(j: Any) -> str:
+    return json.dumps(j, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class Query(NamedTuple):
+    sql: str
+    params: Sequence[Any] | Mapping[str, Any] | None = None
+    fetch: bool = False
+
+
+Steps = Generator[Query, list[tuple[Any, ...]], Any]
+
+
+def migrations(s: str, hx: str) -> list[str]:
+    """The saver's migrations; the position of each is its version.  ``s``
+    is the saver's schema and ``hx`` hxstate's, both quoted."""
+    return [
+        f"CREATE TABLE IF NOT EXISTS {s}.migrations (v integer PRIMARY KEY)",
+        f"""CREATE TABLE {s}.checkpoints (
+    thread_id text NOT NULL,
+    checkpoint_ns text NOT NULL DEFAULT '',
+    checkpoint_id text NOT NULL,
+    parent_checkpoint_id text,
+    checkpoint jsonb NOT NULL,
+    metadata jsonb NOT NULL DEFAULT '{{}}',
+    delta jsonb,
+    snapshot jsonb,
+    chain_bytes bigint NOT NULL DEFAULT 0,
+    chain_len integer NOT NULL DEFAULT 0,
+    snapshot_bytes bigint NOT NULL DEFAULT 0,
+    base_id text NOT NULL,
+    seq bigint,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)""",
+        f"""CREATE TABLE {s}.writes (
+    thread_id text NOT NULL,
+    checkpoint_ns text NOT NULL DEFAULT '',
+    checkpoint_id text NOT NULL,
+    task_id text NOT NULL,
+    idx integer NOT NULL,
+    channel text NOT NULL,
+    task_path text NOT NULL DEFAULT '',
+    value jsonb,
+    packed bytea,
+    CHECK ((value IS NULL) <> (packed IS NULL)),
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+)""",
+        f"CREATE INDEX checkpoints_run_id_idx ON {s}.checkpoints ((metadata ->> 'run_id'))",
+        # snapshots are read whole at every rebuild: lz4 decompresses them
+        # several times faster than pglz, where the server has it
+        f"""DO $$
+BEGIN
+    IF 'lz4' = ANY ((SELECT enumvals FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression')::text[]) THEN
+        ALTER TABLE {s}.checkpoints ALTER COLUMN snapshot SET COMPRESSION lz4, ALTER COLUMN delta SET COMPRESSION lz4;
+    END IF;
+END
+$$""",
+        # a checkpoint's state: its nearest snapshot (base_id) and the deltas
+        # on the way to it, merged by one hx_merge.  The way is found in one
+        # index range scan from the snapshot to the checkpoint, newest
+        # first, keeping the rows each next parent names (rows of other
+        # branches are skipped); should a parent's id not be older than its
+        # child's, one primary-key lookup per checkpoint finishes the walk.
+        f"""CREATE FUNCTION {s}.chain(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
+RETURNS jsonb[] LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    want text := p_checkpoint_id;
+    base text;
+    r record;
+    parent text;
+    d jsonb;
+    snap jsonb;
+    deltas jsonb[] := '{{}}';
+BEGIN
+    SELECT c.base_id INTO base FROM {s}.checkpoints c
+     WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = p_checkpoint_id;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    FOR r IN SELECT c.checkpoint_id, c.parent_checkpoint_id, c.delta, c.snapshot IS NOT NULL AS is_snapshot
+               FROM {s}.checkpoints c
+              WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns
+                AND c.checkpoint_id >= base AND c.checkpoint_id <= p_checkpoint_id
+              ORDER BY c.checkpoint_id DESC
+    LOOP
+        CONTINUE WHEN r.checkpoint_id <> want;
+        EXIT WHEN r.is_snapshot;
+        deltas := deltas || r.delta;
+        want := r.parent_checkpoint_id;
+        IF want IS NULL THEN
+            snap := '{{}}';
+            EXIT;
+        END IF;
+    END LOOP;
+    WHILE snap IS NULL LOOP
+        SELECT c.parent_checkpoint_id, c.delta, c.snapshot INTO parent, d, snap
+          FROM {s}.checkpoints c
+         WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = want;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'checkpoint "%" of thread "%" is missing', want, p_thread_id
+                USING ERRCODE = 'data_corrupted',
+                      DETAIL = format('Checkpoint "%s" is rebuilt from it.', p_checkpoint_id);
+        END IF;
+        EXIT WHEN snap IS NOT NULL;
+        deltas := deltas || d;
+        IF parent IS NULL THEN
+            snap := '{{}}';
+            EXIT;
+        END IF;
+        want := parent;
+    END LOOP;
+    RETURN snap || deltas;
+END
+$$""",
+        f"COMMENT ON FUNCTION {s}.chain(text, text, text) IS "
+        "'what a checkpoint kept by HxSaver is rebuilt from: its nearest snapshot, then the deltas on the way, newest first'",
+        f"""CREATE FUNCTION {s}.state_at(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
+RETURNS jsonb LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE WHEN ch IS NULL THEN NULL
+            WHEN cardinality(ch) = 1 THEN ch[1]
+            ELSE {hx}.hx_merge(ch[1], coalesce((SELECT jsonb_agg(e.op ORDER BY x.i DESC, e.o)
+                                                  FROM unnest(ch[2:]) WITH ORDINALITY AS x(delta, i),
+                                                       jsonb_array_elements(x.delta) WITH ORDINALITY AS e(op, o)),
+                                                '[]'))
+       END
+  FROM (SELECT {s}.chain(p_thread_id, p_checkpoint_ns, p_checkpoint_id) AS ch) c
+$$""",
+        f"COMMENT ON FUNCTION {s}.state_at(text, text, text) IS "
+        "'the state (channel values as JSON) of a LangGraph checkpoint kept by HxSaver'",
+    ]
+
+
+def internal(channel: str) -> bool:
+    """LangGraph's own channels (``__start__``, ``branch:to:...``), which a
+    thread's followers do not see."""
+    return channel.startswith("__") or channel.startswith("branch:")
+
+
+def stream_functions(s: str, hx: str, schema: str, send: bool) -> list[str]:
+    """What setup() creates afresh each time: how checkpoints reach the
+    thread's log stream (hx_stream_send, when this hxstate has it), and the
+    source function followers read a thread's head from."""
+    prefix = "@" + schema + ":"
+    publish = (
+        f"SELECT {hx}.hx_stream_send(p_stream, p_event)" if send else "SELECT NULL::bigint"
+    )
+    return [
+        f"""CREATE OR REPLACE FUNCTION {s}.stream_name(p_thread_id text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT {quote_literal(prefix)} || p_thread_id $$""",
+        f"COMMENT ON FUNCTION {s}.stream_name(text) IS 'the log stream that follows a LangGraph thread kept by HxSaver'",
+        f"""CREATE OR REPLACE FUNCTION {s}.publish(p_stream text, p_event jsonb) RETURNS bigint
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ {publish} $$""",
+        f"COMMENT ON FUNCTION {s}.publish(text, jsonb) IS 'append an event to a thread''s log stream (NULL: this hxstate has no hx_stream_send)'",
+        f"""CREATE OR REPLACE FUNCTION {s}.threads(keys text[])
+RETURNS TABLE (key text, stream text, seq bigint, state jsonb)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT k.key, {s}.stream_name(k.key),
+       coalesce((SELECT max(e.seq) FROM {hx}.hx_event e WHERE e.stream = {s}.stream_name(k.key)), 0),
+       CASE WHEN c.checkpoint_id IS NOT NULL THEN
+           coalesce((SELECT jsonb_object_agg(v.key, v.value)
+                       FROM jsonb_each({s}.state_at(k.key, '', c.checkpoint_id)) v
+                      WHERE v.key NOT LIKE '\_\_%' AND v.key NOT LIKE 'branch:%'), '{{}}')
+           || coalesce((SELECT jsonb_build_object('__interrupt__', jsonb_agg(
+                                  jsonb_build_object('id', i -> 'id', 'value', i -> 'value')
+                                  ORDER BY w.task_path, w.task_id, w.idx, n))
+                          FROM {s}.writes w,
+                               jsonb_array_elements(CASE WHEN w.value ->> '$hx' = 'tuple' THEN w.value -> 'items'
+                                                         ELSE jsonb_build_array(w.value) END) WITH ORDINALITY AS x(i, n)
+                         WHERE w.thread_id = k.key AND w.checkpoint_ns = '' AND w.checkpoint_id = c.checkpoint_id
+                           AND w.channel = '__interrupt__'
+                        HAVING count(*) > 0), '{{}}')
+       END
+  FROM unnest(keys) AS k(key)
+  LEFT JOIN LATERAL (SELECT x.checkpoint_id FROM {s}.checkpoints x
+                      WHERE x.thread_id = k.key AND x.checkpoint_ns = ''
+                      ORDER BY x.checkpoint_id DESC LIMIT 1) c ON true
+$$""",
+        f"COMMENT ON FUNCTION {s}.threads(text[]) IS "
+        "'LangGraph threads kept by HxSaver as a source: each key''s log stream, its last seq and the state at it'",
+    ]
+
+
+def quote_literal(v: str) -> str:
+    return "'" + v.replace("'", "''") + "'"
+
+
+def public_state(state: Mapping[str, Any], interrupts: list[Any] | None = None) -> dict[str, Any]:
+    """The state a thread's followers see: the graph's own channels, and
+    the head's pending interrupts at ``__interrupt__`` as ``[{id, value}]``."""
+    out = {k: v for k, v in state.items() if not internal(k)}
+    if interrupts:
+        out[INTERRUPT] = interrupts
+    return out
+
+
+def interrupt_items(encoded: Any) -> list[Any]:
+    """A stored __interrupt__ write as ``[{id, value}]``."""
+    items = encoded.get("items", []) if type(encoded) is dict and encoded.get("$hx") == "tuple" else [encoded]
+    return [public_json(i) for i in items if type(i) is dict]
+
+
+@dataclass
+class Head:
+    """What the saver remembers of the last checkpoint it read or wrote on a
+    thread's namespace, so that the next put finds the parent's state
+    without rebuilding it."""
+
+    checkpoint_id: str
+    versions: dict[str, Any]
+    state: dict[str, Any]  # channel -> encoded value
+    # channel -> the Python objects of a list value, with their field values,
+    # aligned with the encoded list: an item that is the same object with the
+    # same fields is not encoded again
+    objects: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
+    chain_bytes: int = 0
+    chain_len: int = 0
+    snapshot_bytes: int = 0
+
+
+def _fields(obj: Any) -> Any:
+    d = getattr(obj, "__dict__", None)
+    if d is None or not hasattr(obj, "model_dump"):
+        return None
+    return tuple(d.values())
+
+
+def _same(obj: Any, fields: Any) -> bool:
+    if fields is None:
+        return False
+    values = obj.__dict__.values()
+    return len(values) == len(fields) and all(a is b for a, b in zip(values, fields))
+
+
+class BaseHxSaver(BaseCheckpointSaver[Any]):
+    """What the sync and the async saver share."""
+
+    schema: str
+    snapshot_min_bytes: int
+    max_chain: int
+    cache_threads: int
+
+    def _init_base(
+        self,
+        *,
+        schema: str,
+        serde: SerializerProtocol | None,
+        snapshot_min_bytes: int,
+        max_chain: int,
+        cache_threads: int,
+    ) -> None:
+        BaseCheckpointSaver.__init__(self, serde=serde)
+        self.schema = schema
+        self.s = quote_ident(schema)
+        self.codec = Codec(self.serde)
+        self.snapshot_min_bytes = snapshot_min_bytes
+        self.max_chain = max_chain
+        self.cache_threads = cache_threads
+        self._heads: OrderedDict[tuple[str, str], Head] = OrderedDict()
+        # the savers over a pool run calls in many threads at once
+        self._heads_lock = threading.Lock()
+        # whether checkpoints go to the threads' log streams (setup() made
+        # publish() call hx_stream_send); None: not asked yet
+        self._publishing: bool | None = None
+        self._sql()
+
+    def _own_interrupts_sql(self) -> str:
+        """The interrupts already written at the checkpoint being put: with
+        LangGraph's default durability a task's writes can come before its
+        checkpoint."""
+        return f"""(SELECT jsonb_agg(w.value ORDER BY w.task_path, w.task_id, w.idx) FROM {self.s}.writes w
+      WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(ns)s AND w.checkpoint_id = %(id)s
+        AND w.channel = '__interrupt__')"""
+
+    def _sql(self) -> None:
+        s = self.s
+        self.SELECT_COLUMNS = f"""c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+    c.checkpoint, c.metadata, c.chain_bytes, c.chain_len, c.snapshot_bytes,
+    (SELECT jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value, w.task_path, w.idx,
+                                        encode(w.packed, 'base64'))
+                      ORDER BY w.task_path, w.task_id, w.idx)
+       FROM {s}.writes w
+      WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns
+        AND w.checkpoint_id = c.checkpoint_id) AS writes"""
+        self.PARENT_SQL = f"""SELECT p.checkpoint -> 'channel_versions', p.chain_bytes, p.chain_len, p.snapshot_bytes, p.base_id,
+    (SELECT c.checkpoint_id FROM {s}.checkpoints c
+      WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns
+        AND c.checkpoint_id > p.checkpoint_id AND c.checkpoint_id <> %(id)s
+      ORDER BY c.checkpoint_id DESC LIMIT 1),
+    CASE WHEN %(cached)s THEN NULL ELSE {s}.state_at(p.thread_id, p.checkpoint_ns, p.checkpoint_id) END,
+    EXISTS (SELECT FROM {s}.writes w
+             WHERE w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
+               AND w.checkpoint_id = p.checkpoint_id AND w.channel = '__interrupt__'),
+    EXISTS (SELECT FROM {s}.checkpoints c
+             WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns AND c.checkpoint_id = %(id)s),
+    {self._own_interrupts_sql()}
+  FROM {s}.checkpoints p
+ WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s AND p.checkpoint_id = %(parent)s"""
+        # puts on one thread's namespace take turns (a lock in memory, not a
+        # row lock, which would write WAL), so that the one reading after
+        # the other committed sees its checkpoint
+        self.LOCK_SQL = (
+            "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%(lock)s), "
+            "pg_catalog.hashtext(%(thread_id)s || chr(1) || %(ns)s))"
+        )
+        self.EXISTS_SQL = f"""SELECT EXISTS (SELECT FROM {s}.checkpoints
+ WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s), {self._own_interrupts_sql()}"""
+        self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id, seq)
+VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(checkpoint)s::jsonb, %(metadata)s::jsonb,
+        %(delta)s::jsonb, %(snapshot)s::jsonb, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s,
+        %(seq)s)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
+        cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)"
+        vals = (
+            "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::jsonb, t.packed "
+            "FROM unnest(%s::int[], %s::text[], %s::text[], %s::bytea[]) AS t(idx, channel, value, packed)"
+        )
+        self.INSERT_WRITES_SQL = f"INSERT INTO {s}.writes {cols} {vals} ON CONFLICT DO NOTHING"
+        self.UPSERT_WRITES_SQL = (
+            f"INSERT INTO {s}.writes {cols} {vals} ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) "
+            "DO UPDATE SET channel = EXCLUDED.channel, value = EXCLUDED.value, packed = EXCLUDED.packed, "
+            "task_path = EXCLUDED.task_path"
+        )
+        self.PUBLISHING_SQL = (
+            "SELECT coalesce(pg_catalog.strpos(pg_catalog.pg_get_functiondef(pg_catalog.to_regprocedure(%s)), "
+            "'hx_stream_send') > 0, false)"
+        )
+        self.PUBLISH_SQL = f"SELECT {s}.publish({s}.stream_name(%s), %s::jsonb)"
+        self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
+          WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
+       (SELECT jsonb_agg(w.value ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w
+         WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = '' AND w.checkpoint_id = %(id)s
+           AND w.channel = '__interrupt__')"""
+        # a thread's stream told what its head is now (after a change that
+        # is not a step), or that the thread is gone
+        # (hx.* CUSTOM events are hxstate's own: a deleted thread's state
+        # becomes null, as a deleted row's does after hx.stream_end)
+        self.REPUBLISH_SQL = f"""SELECT {s}.publish(t.stream,
+           jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', coalesce(t.state, 'null'::jsonb)))
+  FROM {s}.threads(%s::text[]) t
+ WHERE t.state IS NOT NULL OR t.seq > 0"""
+        self.STORED_WRITES_SQL = f"""SELECT idx, channel, value, packed FROM {s}.writes
+ WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s AND idx = ANY(%s::int[])"""
+
+    # -- versions ---------------------------------------------------------
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        """Integers, as BaseCheckpointSaver's own: a version only has to grow
+        along a thread's chain of checkpoints (HxSaver stores values by
+        checkpoint, not by channel version, so versions of two forks may
+        meet), and a checkpoint holds a dozen of them.  A thread written with
+        string versions (PostgresSaver's ``<counter>.<random>``) keeps their
+        form, since LangGraph compares a checkpoint's versions together."""
+        if current is None:
+            return 1
+        if isinstance(current, str):
+            head = current.split(".")[0]
+            return f"{int(head) + 1:0{len(head)}}.{random.random():016}"
+        return int(current) + 1
+
+    # -- the cache of heads -------------------------------------------------
+
+    def _remember(self, thread_id: str, ns: str, head: Head) -> None:
+        key = (thread_id, ns)
+        with self._heads_lock:
+            self._heads[key] = head
+            self._heads.move_to_end(key)
+            while len(self._heads) > self.cache_threads:
+                self._heads.popitem(last=False)
+
+    def _forget(self, thread_ids: Sequence[str] | None = None) -> None:
+        with self._heads_lock:
+            if thread_ids is None:
+                self._heads.clear()
+                return
+            drop = set(thread_ids)
+            for key in [k for k in self._heads if k[0] in drop]:
+                del self._heads[key]
+
+    # -- put ----------------------------------------------------------------
+
+    def _put_steps(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Steps:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = str(conf.get("checkpoint_ns", "") or "")
+        parent = conf.get("checkpoint_id")
+        cid = checkpoint["id"]
+        next_config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+        }
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        values = checkpoint["channel_values"]
+        versions = dict(checkpoint["channel_versions"])
+
+        cached = self._heads.get((thread_id, ns))
+        base: Head | None = None
+        base_id: str = cid
+        newest = interrupted = exists = False
+        own_interrupts: list[Any] | None = None
+        publishing = (yield from self._publishing_steps()) and ns == ""
+        if parent:
+            use_cache = cached is not None and cached.checkpoint_id == parent
+            yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
+            rows = yield Query(
+                self.PARENT_SQL,
+                {"thread_id": thread_id, "ns": ns, "parent": parent, "id": cid, "cached": use_cache},
+                True,
+            )
+            if rows:
+                (pversions, chain_bytes, chain_len, snapshot_bytes, base_id, child, parent_state,
+                 interrupted, exists, own_interrupts) = rows[0]
+                newest = child is None
+                if child is not None and md.get("source") in RUN_SOURCES:
+                    if not exists:
+                        raise ThreadConflict(
+                            f"thread {thread_id!r} moved on from checkpoint {parent}: checkpoint {child}, "
+                            "newer, was written by another writer",
+                            hint="Another writer moved the thread on: run again from the thread's head.",
+                        )
+                if use_cache:
+                    assert cached is not None
+                    base = cached
+                else:
+                    base = Head(parent, dict(pversions or {}), dict(parent_state or {}))
+                base.chain_bytes, base.chain_len, base.snapshot_bytes = chain_bytes, chain_len, snapshot_bytes
+
+        # the new state: the parent's, with the channels that changed
+        state: dict[str, Any] = {}
+        objects: dict[str, list[tuple[Any, Any]]] = {}
+        ops: D.Ops = []
+        old_state = base.state if base is not None else {}
+        old_versions = base.versions if base is not None else {}
+        # the graph's channels first, LangGraph's own ("__start__", whose
+        # messages a step copies instead of storing them again) after them
+        later: D.Ops = []
+        sources: D.Sources | None = None
+        for ch, value in values.items():
+            had = ch in old_state
+            if (
+                base is not None
+                and had
+                and ch not in new_versions
+                and ch in versions
+                and old_versions.get(ch) == versions[ch]
+            ):
+                state[ch] = old_state[ch]
+                if ch in base.objects:
+                    objects[ch] = base.objects[ch]
+                continue
+            enc, objs = self._encode_channel(value, old_state.get(ch), base.objects.get(ch) if base else None)
+            state[ch] = enc
+            if objs is not None:
+                objects[ch] = objs
+            if ch.startswith("__"):
+                later.extend(D.value_ops(ch, old_state.get(ch), enc, had=had))
+            else:
+                if sources is None:
+                    sources = D.sources_of(old_state, ch)
+                ops.extend(D.value_ops(ch, old_state.get(ch), enc, had=had, sources=sources))
+        ops.extend(later)
+        for ch in old_state:
+            if ch not in values:
+                ops.append({"op": "delete", "path": D.pointer(ch)})
+
+        delta_text = dumps(ops)
+        snapshot_text: str | None = None
+        if base is None:
+            snapshot_text = dumps(state)
+            chain_bytes, chain_len, snapshot_bytes = 0, 0, len(snapshot_text)
+        else:
+            chain_bytes = base.chain_bytes + len(delta_text)
+            chain_len = base.chain_len + 1
+            snapshot_bytes = base.snapshot_bytes
+            if chain_bytes > max(snapshot_bytes, self.snapshot_min_bytes) or chain_len >= self.max_chain:
+                snapshot_text = dumps(state)
+                chain_bytes, chain_len, snapshot_bytes = 0, 0, len(snapshot_text)
+
+        # the id is the row's own column
+        copy = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+        seq = None
+        if publishing and not parent:
+            # roots take the thread's turn too, for the interrupts' sake
+            yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
+            rows = yield Query(self.EXISTS_SQL, {"thread_id": thread_id, "ns": ns, "id": cid}, True)
+            exists, own_interrupts = rows[0]
+        if publishing and not exists:
+            event: dict[str, Any] | None
+            items = [i for v in own_interrupts or [] for i in interrupt_items(v)]
+            if base is not None and newest:
+                patch: list[dict[str, Any]] = [{"op": "remove", "path": "/" + INTERRUPT}] if interrupted else []
+                patch += D.to_patch([op for op in ops if not internal(D.channel_of(op))], base.state)
+                if items:
+                    patch.append({"op": "add", "path": "/" + INTERRUPT, "value": items})
+                event = {"type": "STATE_DELTA", "delta": patch} if patch else None
+            else:
+                event = {"type": "STATE_SNAPSHOT", "snapshot": public_state(state, items)}
+            if event is not None:
+                rows = yield Query(self.PUBLISH_SQL, (thread_id, dumps(event)), True)
+                seq = rows[0][0]
+        yield Query(
+            self.INSERT_SQL,
+            {
+                "thread_id": thread_id,
+                "ns": ns,
+                "id": cid,
+                "parent": parent,
+                "checkpoint": dumps(copy),
+                "metadata": dumps(self.codec.encode(md)),
+                "delta": delta_text if base is not None else None,
+                "snapshot": snapshot_text,
+                "chain_bytes": chain_bytes,
+                "chain_len": chain_len,
+                "snapshot_bytes": snapshot_bytes,
+                "base_id": cid if snapshot_text is not None else base_id,
+                "seq": seq,
+            },
+        )
+        self._remember(
+            thread_id,
+            ns,
+            Head(cid, versions, state, objects, chain_bytes, chain_len, snapshot_bytes),
+        )
+        return next_config
+
+    def _encode_channel(
+        self, value: Any, old: Any, old_objects: list[tuple[Any, Any]] | None
+    ) -> tuple[Any, list[tuple[Any, Any]] | None]:
+        if type(value) is not list:
+            return self.codec.encode(value), None
+        enc: list[Any] = []
+        objs: list[tuple[Any, Any]] = []
+        n = len(old_objects) if old_objects is not None and type(old) is list else 0
+        for i, x in enumerate(value):
+            if i < n:
+                assert old_objects is not None
+                o, f = old_objects[i]
+                if x is o and _same(x, f):
+                    enc.append(old[i])
+                    objs.append((o, f))
+                    continue
+            enc.append(self.codec.encode(x))
+            objs.append((x, _fields(x)))
+        return enc, objs
+
+    # -- put_writes ---------------------------------------------------------
+
+    def _put_writes_steps(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Steps:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = str(conf.get("checkpoint_ns", "") or "")
+        cid = str(conf["checkpoint_id"])
+        regular: tuple[list[int], list[str], list[str | None], list[bytes | None]] = ([], [], [], [])
+        special: tuple[list[int], list[str], list[str | None], list[bytes | None]] = ([], [], [], [])
+        mine: dict[int, tuple[str, Any]] = {}
+        for i, (ch, value) in enumerate(writes):
+            target = special if ch in WRITES_IDX_MAP else regular
+            idx = WRITES_IDX_MAP.get(ch, i)
+            enc = self.codec.encode(value)
+            text = dumps(enc)
+            packed = pack(text) if target is regular else None
+            target[0].append(idx)
+            target[1].append(ch)
+            target[2].append(None if packed is not None else text)
+            target[3].append(packed)
+            mine[idx] = (ch, enc)
+        key = (thread_id, ns, cid, task_id, task_path)
+        if special[0]:
+            yield Query(self.UPSERT_WRITES_SQL, (*key, *special))
+            if INTERRUPT in special[1] and ns == "" and (yield from self._publishing_steps()):
+                # after the put of this checkpoint, or before it: then the
+                # put publishes the interrupts with the checkpoint
+                yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
+                rows = yield Query(self.INTERRUPTS_SQL, {"thread_id": thread_id, "id": cid}, True)
+                if rows and rows[0][0]:
+                    items = [i for v in rows[0][1] or [] for i in interrupt_items(v)]
+                    event = {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/" + INTERRUPT, "value": items}]}
+                    yield Query(self.PUBLISH_SQL, (thread_id, dumps(event)))
+        if regular[0]:
+            yield Query(self.INSERT_WRITES_SQL, (*key, *regular))
+            stored = yield Query(self.STORED_WRITES_SQL, (thread_id, ns, cid, task_id, regular[0]), True)
+            bad = [
+                idx
+                for idx, ch, value, packed in stored
+                if (ch, value if packed is None else json.loads(unpack(packed))) != mine[idx]
+            ]
+            if bad:
+                raise NonDeterministicRetry(
+                    f"task {task_id} of checkpoint {cid} wrote other values for the same writes before",
+                    detail=f"The writes at index {', '.join(str(i) for i in sorted(bad))} differ from the ones stored.",
+                    hint="A task's writes are stored once: a retry must write the same values.",
+                )
+        return None
+
+    # -- reading ------------------------------------------------------------
+
+    def _get_steps(self, config: RunnableConfig) -> Steps:
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        ns = str(conf.get("checkpoint_ns", "") or "")
+        cid = get_checkpoint_id(config)
+        cached = self._heads.get((thread_id, ns))
+        s = self.s
+        where = "c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s"
+        if cid:
+            where += " AND c.checkpoint_id = %(id)s"
+        else:
+            where += " ORDER BY c.checkpoint_id DESC LIMIT 1"
+        rows = yield Query(
+            f"SELECT {self.SELECT_COLUMNS} FROM {s}.checkpoints c WHERE {where}",
+            {"thread_id": thread_id, "ns": ns, "id": cid},
+            True,
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        if cached is not None and cached.checkpoint_id == row[2]:
+            state = cached.state
+        else:
+            # the snapshot and the deltas, one row each (a jsonb[] would be
+            # printed and parsed as an array literal), merged here with the
+            # same ops as hx_merge's: the server does not build and print
+            # the whole state again
+            parts = yield Query(
+                f"SELECT x FROM unnest({s}.chain(%s, %s, %s)) WITH ORDINALITY AS u(x, i) ORDER BY i",
+                (thread_id, ns, row[2]),
+                True,
+            )
+            state = D.replay(parts[0][0], [p[0] for p in parts[:0:-1]]) if parts else {}
+        return self._tuple(row, state or {}, remember=True)
+
+    def _list_steps(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Steps:
+        wheres: list[str] = []
+        params: dict[str, Any] = {}
+        if config:
+            conf = config["configurable"]
+            wheres.append("c.thread_id = %(thread_id)s")
+            params["thread_id"] = str(conf["thread_id"])
+            ns = conf.get("checkpoint_ns")
+            if ns is not None:
+                wheres.append("c.checkpoint_ns = %(ns)s")
+                params["ns"] = ns
+            if cid := get_checkpoint_id(config):
+                wheres.append("c.checkpoint_id = %(id)s")
+                params["id"] = cid
+        if filter:
+            wheres.append("c.metadata @> %(filter)s::jsonb")
+            params["filter"] = dumps(self.codec.encode(filter))
+        if before is not None:
+            wheres.append("c.checkpoint_id < %(before)s")
+            params["before"] = get_checkpoint_id(before)
+        sql = (
+            f"SELECT {self.SELECT_COLUMNS}, {self.s}.state_at(c.thread_id, c.checkpoint_ns, c.checkpoint_id)"
+            f" FROM {self.s}.checkpoints c"
+        )
+        if wheres:
+            sql += " WHERE " + " AND ".join(wheres)
+        sql += " ORDER BY c.checkpoint_id DESC"
+        if limit is not None:
+            sql += " LIMIT %(limit)s"
+            params["limit"] = int(limit)
+        rows = yield Query(sql, params, True)
+        return [self._tuple(r, r[10] or {}, remember=False) for r in rows]
+
+    def _tuple(self, row: tuple[Any, ...], state: dict[str, Any], *, remember: bool) -> CheckpointTuple:
+        (thread_id, ns, cid, parent, checkpoint, metadata, chain_bytes, chain_len, snapshot_bytes, writes) = row[:10]
+        values: dict[str, Any] = {}
+        objects: dict[str, list[tuple[Any, Any]]] = {}
+        for ch, enc in state.items():
+            v = self.codec.decode(enc)
+            values[ch] = v
+            if type(v) is list:
+                objects[ch] = [(x, _fields(x)) for x in v]
+        if remember:
+            self._remember(
+                thread_id,
+                ns,
+                Head(cid, dict(checkpoint.get("channel_versions") or {}), dict(state), objects,
+                     chain_bytes, chain_len, snapshot_bytes),
+            )
+        pending = [
+            (w[0], w[1], self.codec.decode(w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))
+            for w in writes or []
+        ]
+        return CheckpointTuple(
+            {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
+            cast(Checkpoint, {**checkpoint, "id": cid, "channel_values": values}),
+            cast(CheckpointMetadata, self.codec.decode(metadata)),
+            (
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
+                if parent
+                else None
+            ),
+            pending,
+        )
+
+    # -- deleting, copying, pruning ------------------------------------------
+
+    def _publishing_steps(self) -> Steps:
+        if self._publishing is None:
+            rows = yield Query(self.PUBLISHING_SQL, (f"{self.s}.publish(text,jsonb)",), True)
+            self._publishing = bool(rows[0][0])
+        return self._publishing
+
+    def _republish(self, threads: list[str]) -> Steps:
+        """Tell the threads' streams their head now, after a change that is
+        not a step (a snapshot), or that a thread is gone (hx.stream_end)."""
+        if (yield from self._publishing_steps()):
+            yield Query(self.REPUBLISH_SQL, (threads,))
+        return None
+
+    def _delete_thread_steps(self, thread_id: str) -> Steps:
+        yield Query(f"DELETE FROM {self.s}.writes WHERE thread_id = %s", (str(thread_id),))
+        yield Query(f"DELETE FROM {self.s}.checkpoints WHERE thread_id = %s", (str(thread_id),))
+        yield from self._republish([str(thread_id)])
+        self._forget([str(thread_id)])
+        return None
+
+    def _materialize_sql(self, where: str) -> str:
+        """Make the checkpoints ``where`` selects snapshots of their own state
+        and roots, before what they were rebuilt from is deleted."""
+        s = self.s
+        return f"""UPDATE {s}.checkpoints c
+   SET snapshot = m.state, parent_checkpoint_id = NULL, chain_bytes = 0, chain_len = 0, base_id = c.checkpoint_id,
+       snapshot_bytes = octet_length(m.state::text)
+  FROM (SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id,
+               {s}.state_at(k.thread_id, k.checkpoint_ns, k.checkpoint_id) AS state
+          FROM {s}.checkpoints k WHERE {where}) m
+ WHERE c.thread_id = m.thread_id AND c.checkpoint_ns = m.checkpoint_ns AND c.checkpoint_id = m.checkpoint_id"""
+
+    def _delete_for_runs_steps(self, run_ids: Sequence[str]) -> Steps:
+        runs = [str(r) for r in run_ids]
+        if not runs:
+            return None
+        s = self.s
+        rows = yield Query(
+            f"SELECT DISTINCT thread_id FROM {s}.checkpoints WHERE metadata ->> 'run_id' = ANY(%(runs)s)",
+            {"runs": runs},
+            True,
+        )
+        if not rows:
+            return None
+        threads = [r[0] for r in rows]
+        # the checkpoints that stay but were rebuilt through one that goes
+        yield Query(
+            self._materialize_sql(
+                f"""k.thread_id = ANY(%(threads)s) AND (k.metadata ->> 'run_id' IS NULL OR NOT k.metadata ->> 'run_id' = ANY(%(runs)s))
+   AND EXISTS (SELECT FROM {s}.checkpoints p
+                WHERE p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
+                  AND p.checkpoint_id = k.parent_checkpoint_id AND p.metadata ->> 'run_id' = ANY(%(runs)s))"""
+            ),
+            {"threads": threads, "runs": runs},
+        )
+        yield Query(
+            f"""DELETE FROM {s}.writes w USING {s}.checkpoints c
+ WHERE c.thread_id = ANY(%(threads)s) AND c.metadata ->> 'run_id' = ANY(%(runs)s)
+   AND w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id""",
+            {"threads": threads, "runs": runs},
+        )
+        yield Query(
+            f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND metadata ->> 'run_id' = ANY(%(runs)s)",
+            {"threads": threads, "runs": runs},
+        )
+        yield from self._republish(threads)
+        self._forget(threads)
+        return None
+
+    def _copy_thread_steps(self, source_thread_id: str, target_thread_id: str) -> Steps:
+        s = self.s
+        src, dst = str(source_thread_id), str(target_thread_id)
+        yield Query(
+            f"""INSERT INTO {s}.checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint,
+       CASE WHEN metadata ? 'thread_id' THEN jsonb_set(metadata, '{{thread_id}}', to_jsonb(%(dst)s::text)) ELSE metadata END,
+       delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id
+  FROM {s}.checkpoints WHERE thread_id = %(src)s
+ON CONFLICT DO NOTHING""",
+            {"src": src, "dst": dst},
+        )
+        yield Query(
+            f"""INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed
+  FROM {s}.writes WHERE thread_id = %(src)s
+ON CONFLICT DO NOTHING""",
+            {"src": src, "dst": dst},
+        )
+        yield from self._republish([dst])
+        self._forget([dst])
+        return None
+
+    def _prune_steps(self, thread_ids: Sequence[str], strategy: str) -> Steps:
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"Unknown prune strategy: {strategy!r}")
+        threads = [str(t) for t in thread_ids]
+        if not threads:
+            return None
+        s = self.s
+        if strategy == "keep_latest":
+            # the latest checkpoint of each namespace stays, as its own snapshot
+            yield Query(
+                f"""CREATE TEMPORARY TABLE hx_prune_keep ON COMMIT DROP AS
+SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id
+  FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)
+ ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC""",
+                {"threads": threads},
+            )
+            yield Query(
+                self._materialize_sql(
+                    "(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN (SELECT * FROM hx_prune_keep) "
+                    "AND (k.snapshot IS NULL OR k.parent_checkpoint_id IS NOT NULL)"
+                )
+            )
+            keep = "(thread_id, checkpoint_ns, checkpoint_id) NOT IN (SELECT * FROM hx_prune_keep)"
+            yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
+            yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
+        else:
+            yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
+            yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
+            yield from self._republish(threads)
+        self._forget(threads)
+        return None
+
+    # -- DeltaChannel ----------------------------------------------------------
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """A DeltaChannel's writes and seed along the parent chain.  HxSaver
+        keeps every channel as deltas already, so plain reducers are the way
+        to use it; a DeltaChannel works, through this walk of get_tuple."""
+        return BaseCheckpointSaver.get_delta_channel_history(self, config=config, channels=channels)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await BaseCheckpointSaver.aget_delta_channel_history(self, config=config, channels=channels)
+
+    # -- setup ---------------------------------------------------------------
+
+    def _setup_steps(self) -> Steps:
+        rows = yield Query(
+            "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
+            "WHERE e.extname = 'hxstate'",
+            (),
+            True,
+        )
+        if not rows:
+            raise NotSetUp(
+                "extension \"hxstate\" is not installed in this database",
+                hint="CREATE EXTENSION hxstate, as a role that may.",
+            )
+        hx = quote_ident(rows[0][0])
+        yield Query(f"CREATE SCHEMA IF NOT EXISTS {self.s}")
+        steps = migrations(self.s, hx)
+        yield Query(steps[0])
+        # one setup at a time
+        yield Query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))", (f"hxstate.langgraph:{self.schema}",))
+        rows = yield Query(f"SELECT coalesce(max(v), -1) FROM {self.s}.migrations", None, True)
+        done = rows[0][0]
+        for v in range(done + 1, len(steps)):
+            yield Query(steps[v])
+            yield Query(f"INSERT INTO {self.s}.migrations (v) VALUES (%s)", (v,))
+        rows = yield Query(
+            f"SELECT pg_catalog.to_regprocedure(%s) IS NOT NULL", (f"{hx}.hx_stream_send(text,jsonb)",), True
+        )
+        for q in stream_functions(self.s, hx, self.schema, bool(rows[0][0])):
+            yield Query(q)
+        self._publishing = bool(rows[0][0])
+        return None
+
+
+def checkpoint_key(config: RunnableConfig) -> tuple[str, str, str] | None:
+    """(thread, namespace, checkpoint) of a config that names a checkpoint."""
+    conf = config["configurable"]
+    cid = conf.get("checkpoint_id")
+    if not cid:
+        return None
+    return (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "") or ""), str(cid))
+

@@ -1,0 +1,178 @@
+"""follow(): the JavaScript HxStream's guarantees, against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+from hxstate import errors
+from hxstate.aio import Follower, follow
+from hxstate.patch import PatchError, apply_event, apply_patch
+
+
+@pytest.fixture
+def table(conn: psycopg.Connection[Any]) -> str:
+    conn.execute(
+        """CREATE TABLE IF NOT EXISTS py_follow (k text PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}');
+           CREATE OR REPLACE TRIGGER s AFTER INSERT OR UPDATE OR DELETE ON py_follow
+             FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'k', 'payload=ref')"""
+    )
+    return "py_follow"
+
+
+def write(conn: psycopg.Connection[Any], key: str, n: int) -> None:
+    conn.execute(
+        "UPDATE py_follow SET state = hx_merge(state, %s::jsonb) WHERE k = %s",
+        (json.dumps([{"op": "append", "path": "/items", "items": [n]}, {"op": "increment", "path": "/n", "by": 1}]), key),
+    )
+
+
+async def take(f: Follower, n: int, timeout: float = 10.0) -> list[tuple[dict[str, Any], Any]]:
+    out: list[tuple[dict[str, Any], Any]] = []
+    it = f.__aiter__()
+    async with asyncio.timeout(timeout):
+        while len(out) < n:
+            out.append(await anext(it))
+    return out
+
+
+async def test_snapshot_then_every_seq_once(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
+    key = str(uuid.uuid4())
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    write(conn, key, 0)
+    f = follow(dsn, table=table, key=key, poll_interval=0.2)
+    it = f.__aiter__()
+    first = await anext(it)
+    assert first[0]["type"] == "STATE_SNAPSHOT" and first[0]["metadata"]["synthetic"] is True
+    assert first[0]["metadata"]["seq"] == 2 and first[1] == {"items": [0], "n": 1}
+    # a big write (a delta over NOTIFY's limit would be a reference; here
+    # every payload is a reference) and several small ones
+    conn.execute(
+        "UPDATE py_follow SET state = hx_merge(state, %s::jsonb) WHERE k = %s",
+        (json.dumps([{"op": "replace", "path": "/big", "value": "x" * 20000}]), key),
+    )
+    for i in range(1, 6):
+        write(conn, key, i)
+    seen = []
+    async with asyncio.timeout(10):
+        while len(seen) < 6:
+            event, state = await anext(it)
+            seen.append(event["metadata"]["seq"])
+    assert seen == [3, 4, 5, 6, 7, 8]
+    assert state["items"] == [0, 1, 2, 3, 4, 5] and state["n"] == 6 and len(state["big"]) == 20000
+    await f.close()
+
+
+async def test_forged_notification_is_only_a_wake_up(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
+    """Any role that can connect can NOTIFY: the follower takes nothing from
+    a payload, only from the log."""
+    key = str(uuid.uuid4())
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    f = follow(dsn, table=table, key=key, poll_interval=30)
+    it = f.__aiter__()
+    await anext(it)
+    channel = conn.execute("SELECT hx_stream_channel(%s)", (f"py_follow:{key}",)).fetchone()[0]  # type: ignore[index]
+    forged = {"type": "STATE_SNAPSHOT", "snapshot": {"owned": True}, "metadata": {"stream": f"py_follow:{key}", "seq": 2}}
+    waiting = asyncio.ensure_future(anext(it))
+    await asyncio.sleep(0.5)  # the follower waits for a notification (its poll is 30 s away)
+    conn.execute("SELECT pg_notify(%s, %s)", (channel, json.dumps(forged)))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # the forged event was not handed out
+    write(conn, key, 1)
+    async with asyncio.timeout(10):
+        event, state = await waiting
+    assert event["type"] == "STATE_DELTA" and state == {"items": [1], "n": 1}
+    assert f.stats["notifications"] >= 2 and f.stats["polls"] == 0
+    await f.close()
+
+
+async def test_resync_after_trim_and_stream_end(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
+    key = str(uuid.uuid4())
+    stream = f"py_follow:{key}"
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    f = follow(dsn, table=table, key=key, poll_interval=0.1)
+    it = f.__aiter__()
+    await anext(it)
+    write(conn, key, 1)
+    assert (await anext(it))[0]["metadata"]["seq"] == 2
+    # the follower is slow: meanwhile three writes, and the log trimmed to
+    # the last event (seq 5)
+    for i in range(2, 5):
+        write(conn, key, i)
+    conn.execute("DELETE FROM hx_event WHERE stream = %s AND seq < 5", (stream,))
+    event, state = await anext(it)
+    assert event["type"] == "STATE_SNAPSHOT" and event["metadata"]["reason"] == "trimmed"
+    assert event["metadata"]["seq"] == 5 and state["items"] == [1, 2, 3, 4]
+    assert f.stats["resyncs"] == 1
+    conn.execute("DELETE FROM py_follow WHERE k = %s", (key,))
+    event, state = await anext(it)
+    assert event["type"] == "CUSTOM" and event["name"] == "hx.stream_end" and state is None and f.ended
+    # the key comes back: its snapshot event
+    conn.execute("INSERT INTO py_follow (k, state) VALUES (%s, '{\"again\": true}')", (key,))
+    event, state = await anext(it)
+    assert event["type"] == "STATE_SNAPSHOT" and state == {"again": True} and not f.ended
+    await f.close()
+
+
+async def test_reconnect_catches_up(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
+    key = str(uuid.uuid4())
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    f = follow(dsn, table=table, key=key, poll_interval=0.2, reconnect=(0.05, 0.2))
+    it = f.__aiter__()
+    await anext(it)
+    write(conn, key, 1)
+    await anext(it)
+    # the follower's connection dies; writes go on meanwhile
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%' OR (backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database() AND state = 'idle' AND query ILIKE '%%hx_stream_events%%')"
+    )
+    for i in range(2, 5):
+        write(conn, key, i)
+    seqs = []
+    async with asyncio.timeout(10):
+        while len(seqs) < 3:
+            event, state = await anext(it)
+            seqs.append(event["metadata"]["seq"])
+    assert seqs == [3, 4, 5] and state["items"] == [1, 2, 3, 4]
+    assert f.stats["reconnects"] >= 1
+    await f.close()
+
+
+async def test_stream_without_snapshot_raises_trimmed(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
+    key = str(uuid.uuid4())
+    stream = f"py_follow:{key}"
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    for i in range(3):
+        write(conn, key, i)
+    conn.execute("DELETE FROM hx_event WHERE stream = %s AND seq = 2", (stream,))
+    f = follow(dsn, stream=stream, after=0, poll_interval=0.1)
+    it = f.__aiter__()
+    assert (await anext(it))[0]["metadata"]["seq"] == 1
+    with pytest.raises(errors.Trimmed):
+        await anext(it)
+
+
+def test_apply_patch_is_pure() -> None:
+    before = {"a": [1, {"b": 2}], "c": {"d": 1}}
+    after = apply_patch(before, [{"op": "add", "path": "/a/-", "value": 3}, {"op": "replace", "path": "/a/1/b", "value": 5}])
+    assert after == {"a": [1, {"b": 5}, 3], "c": {"d": 1}}
+    assert before == {"a": [1, {"b": 2}], "c": {"d": 1}}
+    assert after["c"] is before["c"]  # untouched members are shared
+    assert apply_patch({"a": 1}, [{"op": "move", "from": "/a", "path": "/b"}]) == {"b": 1}
+    assert apply_patch({"a": [1]}, [{"op": "copy", "from": "/a", "path": "/b"}, {"op": "remove", "path": "/a/0"}]) == {"a": [], "b": [1]}
+    for bad in (
+        [{"op": "remove", "path": "/x"}],
+        [{"op": "test", "path": "/a", "value": 2}],
+        [{"op": "add", "path": "/a/5", "value": 1}],
+        [{"op": "replace", "path": "/x", "value": 1}],
+    ):
+        with pytest.raises(PatchError):
+            apply_patch({"a": [1]}, bad)
+    assert apply_event({"x": 1}, {"type": "CUSTOM", "name": "hx.stream_end"}) is None
+    assert apply_event({"x": 1}, {"type": "STATE_SNAPSHOT", "snapshot": {"y": 2}}) == {"y": 2}
+    assert apply_event({"x": 1}, {"type": "RUN_STARTED"}) == {"x": 1}

@@ -1,6 +1,6 @@
 """HxSaver's storage and reads: a cold read (a fresh saver, as another
-process reads a thread) gives every checkpoint's state, across snapshots,
-forks, prunes and parents not older than their children; rows under 2 kB
+process reads a thread) and list() give every checkpoint's state, across
+snapshots, forks, prunes and parents not older than their children; rows under 2 kB
 are stored compressed; LangGraph's bookkeeping is packed and rows written
 before packing still read; messages are built as model_construct builds
 them."""
@@ -78,6 +78,12 @@ def cold(conn: psycopg.Connection[Any], thread: str, cid: str | None = None) -> 
     return dict(t.checkpoint["channel_values"])
 
 
+def listed(conn: psycopg.Connection[Any], thread: str) -> dict[str, Any]:
+    """Every checkpoint's values as a fresh saver's list() gives them."""
+    saver = HxSaver(conn, schema=SCHEMA)
+    return {t.checkpoint["id"]: dict(t.checkpoint["channel_values"]) for t in saver.list({"configurable": {"thread_id": thread}})}
+
+
 def state_at(conn: psycopg.Connection[Any], thread: str, cid: str) -> Any:
     return conn.execute(f"SELECT {SCHEMA}.state_at(%s, '', %s)", (thread, cid)).fetchone()[0]  # type: ignore[index]
 
@@ -117,6 +123,12 @@ def test_cold_reads_across_snapshots_and_forks(conn: psycopg.Connection[Any]) ->
         assert cold(conn, "cold-1", cid) == values, cid
         assert state_at(conn, "cold-1", cid) == values, cid
     assert cold(conn, "cold-1") == t.states[max(t.states)]
+    assert listed(conn, "cold-1") == t.states
+    # a page of the history: states rebuilt from the rows that page needs
+    before = configs[30]["configurable"]["checkpoint_id"]
+    page = list(HxSaver(conn, schema=SCHEMA).list({"configurable": {"thread_id": "cold-1"}}, limit=5, before=configs[30]))
+    assert [p.checkpoint["id"] for p in page] == sorted((c for c in t.states if c < before), reverse=True)[:5]
+    assert all(p.checkpoint["channel_values"] == t.states[p.checkpoint["id"]] for p in page)
 
 
 def test_cold_read_when_a_parent_is_not_older(conn: psycopg.Connection[Any]) -> None:
@@ -130,6 +142,7 @@ def test_cold_read_when_a_parent_is_not_older(conn: psycopg.Connection[Any]) -> 
           source="update")
     for cid, values in t.states.items():
         assert cold(conn, "cold-2", cid) == values, cid
+    assert listed(conn, "cold-2") == t.states
 
 
 def test_cold_read_after_prune_and_delete_for_runs(conn: psycopg.Connection[Any]) -> None:

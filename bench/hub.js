@@ -132,7 +132,7 @@ function contentHub() {
         return;
       }
       this.stats.notifications++;
-      this._onLogEvent(entry, meta.seq, p, 'notify');
+      this._onLogEvent(entry, meta.seq, p, Buffer.byteLength(payload), 'notify');
     }
   };
 }

@@ -95,9 +95,13 @@ function followOverSse(url, onEvent) {
       buf += chunk;
       let i;
       while ((i = buf.indexOf('\n\n')) >= 0) {
-        const data = buf.slice(0, i).split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+        const block = buf.slice(0, i);
+        const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
         buf = buf.slice(i + 2);
         if (!data) continue; // the retry field, or a heartbeat comment
+        // the stream's own events carry their seq as the SSE id; the run's
+        // (RUN_STARTED, RUN_FINISHED) and the conversation (MESSAGES_SNAPSHOT) do not
+        if (!block.split('\n').some((l) => l.startsWith('id: '))) continue;
         const event = JSON.parse(data);
         viewer.state = applyEvent(viewer.state, event);
         viewer.seq = event.metadata.seq;

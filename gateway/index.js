@@ -8,5 +8,9 @@
 const { createGateway, Gateway } = require('./lib/gateway');
 const { mintToken, verifyToken, tokenAuthorizer, requestToken } = require('./lib/token');
 const { refusal } = require('./lib/frames');
+const { messagesOf, interruptsOf, capabilitiesOf } = require('./lib/agui');
 
-module.exports = { createGateway, Gateway, mintToken, verifyToken, tokenAuthorizer, requestToken, refusal };
+module.exports = {
+  createGateway, Gateway, mintToken, verifyToken, tokenAuthorizer, requestToken, refusal,
+  messagesOf, interruptsOf, capabilitiesOf,
+};

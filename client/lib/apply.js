@@ -34,4 +34,29 @@ function applyEvent(state, event) {
   }
 }
 
-module.exports = { applyEvent, isStreamEnd, STREAM_END };
+/**
+ * applyEvent, and the size of the state after it, for the bounds in bytes
+ * of a subscription's queue: stateBytes is the size of state (the length
+ * of its JSON text in UTF-8, as known), eventBytes the event's.  A delta is
+ * applied to a copy made through JSON text (as fast-json-patch copies), so
+ * the size of the state before it is measured exactly on the way; the
+ * state after it counts as that plus the delta's size (deltas rarely
+ * shrink a state by much, and the next delta measures again).
+ * @returns {{state: any, bytes: number}}
+ */
+function applySized(state, stateBytes, event, eventBytes) {
+  switch (event.type) {
+    case 'STATE_SNAPSHOT':
+      return { state: event.snapshot === undefined ? null : event.snapshot, bytes: eventBytes };
+    case 'STATE_DELTA': {
+      const text = JSON.stringify(state === undefined ? null : state);
+      // validate = true, mutateDocument = true: on the copy
+      const next = applyPatch(JSON.parse(text), event.delta, true, true).newDocument;
+      return { state: next, bytes: Buffer.byteLength(text) + eventBytes };
+    }
+    default:
+      return isStreamEnd(event) ? { state: null, bytes: 0 } : { state, bytes: stateBytes };
+  }
+}
+
+module.exports = { applyEvent, applySized, isStreamEnd, STREAM_END };

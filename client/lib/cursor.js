@@ -16,8 +16,11 @@
 //     only says that seq exists; the content is always read from the log
 //     (wantsRead);
 //   - the queue's bounds (hasRoom, isLow): a subscription accepts an event
-//     while its queue holds fewer than maxQueue events, and reads the log
-//     again once its consumer has brought the queue down to half.
+//     while its queue holds fewer than maxQueue events and fewer than
+//     maxQueueBytes bytes with it (an empty queue takes any one event, so
+//     an event larger than the byte bound still goes through, alone), and
+//     reads the log again once its consumer has brought the queue down to
+//     half of both.
 
 /** 'old' | 'next' | 'ahead': an event at seq, given the cursor. */
 function classify(cursor, seq) {
@@ -64,14 +67,15 @@ function wantsRead(cursor, seen, force, more) {
   return force || more || seen > cursor;
 }
 
-/** May a queue of `events` events take one more? */
-function hasRoom(events, maxEvents) {
-  return events < maxEvents;
+/** May a queue of `events` events and `bytes` bytes take one more of `size` bytes? */
+function hasRoom(events, bytes, size, maxEvents, maxBytes) {
+  if (events === 0) return true;
+  return events < maxEvents && bytes + size <= maxBytes;
 }
 
-/** Is the queue at or below its low-water mark (half)? */
-function isLow(events, maxEvents) {
-  return events <= Math.floor(maxEvents / 2);
+/** Is the queue at or below its low-water mark (half of both bounds)? */
+function isLow(events, bytes, maxEvents, maxBytes) {
+  return events <= Math.floor(maxEvents / 2) && bytes <= maxBytes / 2;
 }
 
 /**

@@ -3,7 +3,9 @@
 // bookkeeping: what HxHub, HxSubscription and HxStream share.
 //
 // A listener that throws, or returns a promise that rejects, has its error
-// handed to onError, and the caller goes on.
+// handed to onError (the emitter's 'error' route), and the caller goes on:
+// an application's bug in one listener must neither stop a stream nor end
+// the process (an unhandled rejection does, in Node 15 and later).
 
 /**
  * Call every listener of name with args.  Returns null, or when any
@@ -22,11 +24,11 @@ function callListeners(emitter, name, args, onError) {
     try {
       r = fn.apply(emitter, args);
     } catch (err) {
-      onError(err);
+      onError(asError(err));
       continue;
     }
     if (r && typeof r.then === 'function') {
-      const settled = Promise.resolve(r).then(noop, (err) => onError(err));
+      const settled = Promise.resolve(r).then(noop, (err) => onError(asError(err)));
       (waits || (waits = [])).push(settled);
     }
   }
@@ -47,13 +49,17 @@ function emitSafe(emitter, name, args, onError) {
  */
 function emitError(emitter, err) {
   if (emitter.listenerCount('error') === 0) return false;
-  callListeners(emitter, 'error', [err], rethrow);
+  callListeners(emitter, 'error', [err], (e) => process.nextTick(() => { throw e; }));
   return true;
 }
 
-/** A listener's error, rethrown on its own tick (an uncaught exception, as from any callback). */
-function rethrow(err) {
-  process.nextTick(() => { throw err; });
+/**
+ * A listener failed and no one listens for 'error': say so on stderr (a
+ * process warning) rather than end the process or drop it silently.
+ */
+function warnUnheard(err) {
+  process.emitWarning(`a listener failed and nothing listens for 'error': ${err && err.stack ? err.stack : err}`,
+    'HxStateWarning');
 }
 
 /** Wait for promise, at most ms (a hung statement must not hold a stop() forever). */
@@ -65,6 +71,10 @@ function settle(promise, ms) {
   ]).finally(() => clearTimeout(timer));
 }
 
+function asError(err) {
+  return err instanceof Error ? err : new Error(`a listener failed with ${String(err)}`);
+}
+
 function noop() {}
 
-module.exports = { callListeners, emitSafe, emitError, rethrow, settle, noop };
+module.exports = { callListeners, emitSafe, emitError, warnUnheard, settle, noop };

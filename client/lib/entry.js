@@ -4,7 +4,7 @@
 // its snapshots, when known), what is known of its log, whether it is
 // armed, and the last delta applied (so that several subscriptions at the
 // same state apply it once).
-const { applyEvent } = require('./apply');
+const { applySized } = require('./apply');
 
 class StreamEntry {
   constructor(stream, channel, source, key) {
@@ -20,7 +20,7 @@ class StreamEntry {
     this.armed = false;
     /** No longer followed (its last subscription went). */
     this.dropped = false;
-    this._memo = null; // {event, before, after}
+    this._memo = null; // {event, before, after, bytes}
   }
 
   /** seq exists. */
@@ -55,13 +55,13 @@ class StreamEntry {
     this._memo = null;
   }
 
-  /** applyEvent, once for every subscription that applies event to the same state. */
-  apply(before, event) {
+  /** applySized, once for every subscription that applies event to the same state. */
+  apply(before, beforeBytes, event, eventBytes) {
     const m = this._memo;
-    if (m && m.event === event && m.before === before) return m.after;
-    const after = applyEvent(before, event);
-    this._memo = { event, before, after };
-    return after;
+    if (m && m.event === event && m.before === before) return m;
+    const { state, bytes } = applySized(before, beforeBytes, event, eventBytes);
+    this._memo = { event, before, state, bytes };
+    return this._memo;
   }
 }
 

@@ -8,15 +8,15 @@ function sqlstate(err) {
 
 /**
  * Errors that mean the connection is gone (or about to be): a socket error
- * (no SQLSTATE), or SQLSTATE class 08 (connection exception), 57P01-57P03
- * (administrator command, crash shutdown, cannot connect now), 53300 (too
- * many connections).  Anything else is an error of the statement on a
- * connection that still works.
+ * (no SQLSTATE), or SQLSTATE class 08 (connection exception), 57P01-57P05
+ * (administrator command, crash shutdown, cannot connect now, database
+ * dropped, idle session timeout), 53300 (too many connections).  Anything
+ * else is an error of the statement on a connection that still works.
  */
 function isConnectionError(err) {
   const code = sqlstate(err);
   if (code === null) return true;
-  return code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300';
+  return code.startsWith('08') || /^57P0[1-5]$/.test(code) || code === '53300';
 }
 
 /** SQLSTATE class 22 (data exception): a value that its type rejects, e.g. a key. */
@@ -25,4 +25,17 @@ function isDataError(err) {
   return code !== null && code.startsWith('22');
 }
 
-module.exports = { isConnectionError, isDataError };
+/**
+ * A statement error that may well not happen again: class 40 (transaction
+ * rollback: serialization failure, deadlock), class 53 (insufficient
+ * resources), 55P03 (lock not available), 57014 (query canceled: a
+ * statement_timeout, pg_cancel_backend).  Worth retrying even for a
+ * subscription that has not started.
+ */
+function isTransient(err) {
+  const code = sqlstate(err);
+  if (code === null) return false;
+  return code.startsWith('40') || code.startsWith('53') || code === '55P03' || code === '57014';
+}
+
+module.exports = { isConnectionError, isDataError, isTransient };

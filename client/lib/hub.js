@@ -55,7 +55,8 @@
 // Delivery and backpressure: each subscription has its own queue of
 // accepted events, delivered to its 'event' listeners one at a time; a
 // listener may return a promise, and the next event waits for it.  The
-// queue never holds more than maxQueue events:
+// queue never holds more than maxQueue events, nor (but for one event
+// alone) more than maxQueueBytes bytes:
 //   - overflow 'log' (the default): when the queue is full, events from the
 //     transport are not accepted for that subscription (its cursor stays);
 //     once its consumer has brought the queue down to half, it reads the
@@ -75,7 +76,7 @@ const { HxSubscription } = require('./subscription');
 const { Reader } = require('./reader');
 const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
-const { emitSafe, emitError, rethrow } = require('./emit');
+const { emitSafe, emitError, warnUnheard } = require('./emit');
 
 const DEFAULTS = {
   transport: 'auto',
@@ -83,6 +84,7 @@ const DEFAULTS = {
   pollInterval: null,   // 2000 over LISTEN, 10000 over the WAL
   pageSize: 1000,
   maxQueue: 1000,
+  maxQueueBytes: 16 * 1024 * 1024,
   batchSize: 1000,
   batchEvents: 10000,
   headsBatch: 2000,
@@ -111,6 +113,8 @@ class HxHub extends EventEmitter {
    * @param {number} [options.pageSize=1000] events per stream per log read
    * @param {number} [options.maxQueue=1000] events a subscription may have
    *   waiting for its consumer (each follow() may set its own)
+   * @param {number} [options.maxQueueBytes=16 MiB] bytes a subscription
+   *   may have waiting for its consumer (each follow() may set its own)
    * @param {Object<string, string>} [options.sources] sources whose
    *   snapshots come from a function: {name: 'schema.function'}, each
    *   function (keys text[]) RETURNS TABLE (key text, stream text, seq
@@ -144,6 +148,7 @@ class HxHub extends EventEmitter {
     o.pollInterval = o.pollInterval === null || o.pollInterval === undefined ? null : Number(o.pollInterval) || 0;
     o.pageSize = Math.max(1, Math.floor(o.pageSize));
     o.maxQueue = Math.max(1, Math.floor(o.maxQueue));
+    o.maxQueueBytes = Math.max(1, Math.floor(o.maxQueueBytes));
     o.batchSize = Math.max(1, Math.floor(o.batchSize));
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
@@ -272,13 +277,13 @@ class HxHub extends EventEmitter {
    * (a seq: start with the events after it, read from the log, instead of
    * a snapshot), base (the state at after), state (keep and hand out
    * states; default true, false with after and no base), maxQueue,
-   * overflow ('log' | 'snapshot').
+   * maxQueueBytes, overflow ('log' | 'snapshot').
    * @returns {HxSubscription}
    */
   follow(target, options) {
     if (this._phase === 'stopped') throw new Error('HxHub: stopped');
     const sub = new HxSubscription(this, target || {}, options || {},
-      { maxQueue: this._o.maxQueue, tick: ++this._tick });
+      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, tick: ++this._tick });
     this._subs.add(sub);
     this.stats.subscriptions = this._subs.size;
     if (sub.table !== null) {
@@ -436,15 +441,15 @@ class HxHub extends EventEmitter {
     } catch (err) {
       return; // cannot happen for jsonb; the log has it anyway
     }
-    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, 'wal');
+    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, eventBuf.length, 'wal');
   }
 
-  /** An event the log holds at seq (rule 2): the WAL brings the log's own rows. */
-  _onLogEvent(entry, seq, event, via) {
+  /** An event the log holds at seq, bytes long (rule 2): the WAL brings the log's own rows. */
+  _onLogEvent(entry, seq, event, bytes, via) {
     entry.saw(seq);
     for (const sub of [...entry.subs]) {
       sub._noticed(via);
-      const r = sub._offer(seq, event);
+      const r = sub._offer(seq, event, bytes);
       if (r === 'old') continue;
       if (r === 'overflow') {
         this.stats.overflows++;
@@ -533,7 +538,7 @@ class HxHub extends EventEmitter {
         for (const sib of entry.subs) {
           const seed = sib === sub ? null : sib._seed();
           if (seed) {
-            this._takeSnapshot(sub, seed.seq, seed.state, null);
+            this._takeSnapshot(sub, seed.seq, seed.state, null, seed.bytes);
             return;
           }
         }
@@ -554,8 +559,8 @@ class HxHub extends EventEmitter {
     this._check(sub);
   }
 
-  _takeSnapshot(sub, seq, state, last) {
-    if (sub._takeSnapshot(seq, state, last) === 'resync') this.stats.resyncs++;
+  _takeSnapshot(sub, seq, state, last, bytes) {
+    if (sub._takeSnapshot(seq, state, last, bytes) === 'resync') this.stats.resyncs++;
     this._check(sub);
   }
 
@@ -587,8 +592,17 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onNamesFailed(source, keys, err) {
-    for (const key of keys) this._failTarget(source, key, err);
+  onNamesFailed(source, keys, err, retrying) {
+    if (!retrying) {
+      for (const key of keys) this._failTarget(source, key, err);
+      return;
+    }
+    const subs = [];
+    for (const key of keys) {
+      const t = this._targets.get(`${source}\u0000${key}`);
+      if (t) subs.push(...t.subs);
+    }
+    this._error(err, subs);
   }
 
   onChannels(rows) {
@@ -599,6 +613,12 @@ class HxHub extends EventEmitter {
       const entry = this._entryFor(r.stream, r.channel, null, null);
       for (const sub of waits) if (sub.phase === 'resolving') this._attach(sub, entry);
     }
+  }
+
+  onChannelsFailed(streams, err) {
+    const subs = [];
+    for (const s of streams) subs.push(...(this._streamWaits.get(s) || []));
+    this._error(err, subs);
   }
 
   /** A snapshot read of entries goes out now: its tick, for the subscriptions waiting. */
@@ -629,13 +649,15 @@ class HxHub extends EventEmitter {
       if (entry.dropped) continue;
       const r = byKey.get(entry.key);
       if (!r) { // a source gives a row per key it knows: the key is not there (yet)
-        this._reader.later(() => this.retrySnapshots([entry], tick));
+        this._reader.later('snapshot', () => this.retrySnapshots([entry], tick));
         continue;
       }
       const seq = Number(r.seq);
       entry.saw(seq);
-      const state = r.state === undefined ? null : r.state;
-      for (const sub of [...entry.subs]) if (sub._waitsFor(tick)) this._takeSnapshot(sub, seq, state, r.last || null);
+      const state = r.state === null ? null : r.state.value;
+      const bytes = r.state === null ? 0 : r.state.bytes;
+      const last = r.last === null ? null : r.last.value;
+      for (const sub of [...entry.subs]) if (sub._waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
       // subscriptions that started waiting after the read was sent ask again
       for (const sub of [...entry.subs]) {
         if (sub.phase === 'snapshot' && !sub._waitsFor(tick)) {
@@ -646,14 +668,18 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onSnapshotsFailed(entries, tick, err) {
+  onSnapshotsFailed(entries, tick, err, transient) {
+    const told = [];
     for (const entry of entries) {
       for (const sub of [...entry.subs]) {
-        // one that has not started fails; one that has tries again
-        if (sub._waitsFor(tick) && !sub._hasPosition()) this._failSub(sub, err);
+        if (!sub._waitsFor(tick)) continue;
+        // one that has not started fails (no trigger, no such function,
+        // no privilege), unless the error may pass; one that has tries again
+        if (!transient && !sub._hasPosition()) this._failSub(sub, err);
+        else told.push(sub);
       }
     }
-    this._error(err);
+    this._error(err, told);
   }
 
   /** Where a read of entry's log starts: the lowest cursor of those that want one, or null. */
@@ -703,9 +729,15 @@ class HxHub extends EventEmitter {
     }
   }
 
-  /** A query failed: start over on a new connection. */
-  onQueryFailed(conn, err) {
-    if (!isConnectionError(err) && conn.alive) this._error(err);
+  /** A read of the log or of the heads failed on a working connection; it is tried again later. */
+  onReadFailed(entries, err) {
+    const subs = [];
+    for (const entry of entries) subs.push(...entry.subs);
+    this._error(err, subs);
+  }
+
+  /** The reader's connection is gone: reconnect. */
+  onConnectionError(conn, err) {
     this._link.lose(conn, err);
   }
 
@@ -788,7 +820,7 @@ class HxHub extends EventEmitter {
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
-    emitSafe(this, name, args, rethrow);
+    emitSafe(this, name, args, (err) => this._listenerFailed(err, null));
   }
 
   /**
@@ -800,6 +832,18 @@ class HxHub extends EventEmitter {
     this.stats.errors++;
     for (const sub of subs) sub._emitError(err);
     if (this._phase !== 'stopped') emitError(this, err);
+  }
+
+  /**
+   * A listener threw or rejected: its error goes to the subscription's
+   * 'error' if someone listens there, else the hub's, else a process
+   * warning; the subscription goes on with its next event.
+   */
+  _listenerFailed(err, sub) {
+    this.stats.errors++;
+    if (sub && sub._emitError(err)) return;
+    if (this._phase !== 'stopped' && emitError(this, err)) return;
+    warnUnheard(err);
   }
 }
 

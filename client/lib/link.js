@@ -13,7 +13,12 @@
 //     missing is opened again after a backoff delay (backoff.js), one
 //     attempt at a time, so no connection is ever opened twice and a
 //     replaced one is closed before its successor opens: never more than
-//     three connections (two in steady state).
+//     three connections (two in steady state).  The delay starts over only
+//     once the connections have stayed up for reconnect.max ms: a server
+//     that accepts a connection and drops it at once (or a connection
+//     whose statements all fail) is not retried at the shortest delay
+//     forever.  A statement that fails on a working connection does not
+//     drop it (reader.js).
 //
 // The hub hears of it all through its _link* methods (the reader's
 // connection, the transport up or down, both ready, a connection lost,
@@ -53,7 +58,7 @@ class Link {
       applicationName: o.applicationName,
       onLost: (conn, err) => this._lost(conn, err),
     });
-    this._backoff = new Backoff(o.reconnect);
+    this._backoff = new Backoff(o.reconnect, o.reconnect.max); // healthy: up for the longest delay
     this._state = 'idle';         // idle | starting | running | stopped
     this.reader = null;           // {role, client, alive}
     this.tx = null;               // a ListenTransport or a WalTransport
@@ -81,6 +86,7 @@ class Link {
   /** Started: from now on what is lost is reconnected. */
   run() {
     this._state = 'running';
+    this._backoff.up(Date.now());
     if (!this.connected) { // lost while starting
       this._down = true;
       this._scheduleReconnect();
@@ -135,6 +141,7 @@ class Link {
     if (this.tx && this.tx.conn === conn) this._closeTx();
     if (this.reader === conn) this.reader = null;
     if (this._state !== 'running') return; // the hub's start() reports it
+    this._backoff.lost(Date.now());
     this._down = true;
     this._hub._linkLost(err, conn.role);
     this._scheduleReconnect();
@@ -147,7 +154,7 @@ class Link {
       this._reconnectTimer = null;
       this._establishing = this._establish().then(() => {
         if (this._state !== 'running' || !this.connected) return;
-        this._backoff.reset();
+        this._backoff.up(Date.now());
         if (this._down) {
           this._down = false;
           this._hub._linkBack();

@@ -73,6 +73,25 @@ function standbyStatus(lsn, now = Date.now(), replyRequested = false) {
   return b;
 }
 
+/**
+ * The frontend messages of CopyBoth mode, framed: CopyData ('d', Int32
+ * length, the payload) and CopyDone ('c', Int32 4).
+ */
+function copyDataMessage(payload) {
+  const b = Buffer.alloc(5 + payload.length);
+  b[0] = 0x64; // 'd'
+  b.writeInt32BE(4 + payload.length, 1);
+  payload.copy(b, 5);
+  return b;
+}
+
+function copyDoneMessage() {
+  const b = Buffer.alloc(5);
+  b[0] = 0x63; // 'c'
+  b.writeInt32BE(4, 1);
+  return b;
+}
+
 /** A cursor over one message. */
 class Reader {
   constructor(buf) {
@@ -196,4 +215,6 @@ class PgOutputDecoder {
   }
 }
 
-module.exports = { PG_EPOCH_MS, parseLsn, formatLsn, parseCopyData, standbyStatus, PgOutputDecoder };
+module.exports = {
+  PG_EPOCH_MS, parseLsn, formatLsn, parseCopyData, standbyStatus, copyDataMessage, copyDoneMessage, PgOutputDecoder,
+};

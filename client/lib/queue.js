@@ -1,12 +1,16 @@
 'use strict';
 // A subscription's queue: what it accepted and has not handed out yet.
-// Items are events ({kind: 'event', ...}) and markers ({kind: 'ready'});
-// the queue counts the events, and remembers the most it ever held.
+// Items are events ({kind: 'event', bytes, ...}) and markers ({kind:
+// 'ready'}); the queue counts the events and their bytes (the size of
+// their JSON text, and of the state kept with each, as the subscription
+// measured them), and remembers the most it ever held of each.
 class EventQueue {
   constructor() {
     this.items = [];
     this.events = 0;
+    this.bytes = 0;
     this.maxEvents = 0;
+    this.maxBytes = 0;
   }
 
   get length() { return this.items.length; }
@@ -15,12 +19,17 @@ class EventQueue {
     this.items.push(item);
     if (item.kind !== 'event') return;
     this.events++;
+    this.bytes += item.bytes;
     if (this.events > this.maxEvents) this.maxEvents = this.events;
+    if (this.bytes > this.maxBytes) this.maxBytes = this.bytes;
   }
 
   shift() {
     const item = this.items.shift();
-    if (item && item.kind === 'event') this.events--;
+    if (item && item.kind === 'event') {
+      this.events--;
+      this.bytes -= item.bytes;
+    }
     return item;
   }
 
@@ -31,7 +40,10 @@ class EventQueue {
     } else {
       this.items = this.items.filter((item) => item.kind !== kind);
     }
-    if (kind === undefined || kind === 'event') this.events = 0;
+    if (kind === undefined || kind === 'event') {
+      this.events = 0;
+      this.bytes = 0;
+    }
   }
 }
 

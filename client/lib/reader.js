@@ -9,17 +9,35 @@
 // result to its host (the hub), which applies it to the subscriptions.
 //
 // Errors:
+//   - a connection error (isConnectionError, or the connection died):
+//     what the statement was for is requested again, and the host is told
+//     (it reconnects; the pump resumes on the new connection);
 //   - a data error (class 22: a key that its type rejects) in a batch of
 //     names or snapshots: the batch is halved until the bad keys stand
 //     alone, so that they fail alone;
-//   - a failed name lookup fails its subscriptions; a failed snapshot read
-//     fails those that have not started, and is tried again later for the
-//     others;
-//   - any other error: what the statement was for is requested again, and
-//     the host is told (it reconnects; the pump resumes on the new
-//     connection).
+//   - any other statement error leaves the connection alone (a statement
+//     that fails on every connection, for want of a privilege say, must
+//     not cost a reconnect each time): the host is told, with the streams
+//     it concerns (their subscriptions hear of it, SQLSTATE and all), and
+//     the statement is tried again after a backoff that grows until one of
+//     its kind succeeds.  A name lookup that fails for good (no such
+//     table, no trigger, no such function) fails its subscriptions, as
+//     does a snapshot read for those that have not started yet, unless
+//     the error may pass (isTransient: a cancelled statement, a deadlock).
+const pg = require('pg');
 const sql = require('./sql');
-const { isConnectionError, isDataError } = require('./errors');
+const { Backoff } = require('./backoff');
+const { isConnectionError, isDataError, isTransient } = require('./errors');
+
+// jsonb and json columns parsed with their size: {value, bytes}, the bytes
+// of the JSON text as the server sent it (the queue's bounds in bytes)
+const JSON_OIDS = new Set([114, 3802]);
+const sized = (text) => ({ value: JSON.parse(text), bytes: Buffer.byteLength(text) });
+const SIZED_TYPES = {
+  getTypeParser(oid, format) {
+    return JSON_OIDS.has(oid) && format !== 'binary' ? sized : pg.types.getTypeParser(oid, format);
+  },
+};
 
 const RECHECK_MS = 100;
 
@@ -38,6 +56,7 @@ class Reader {
     this._pumpHandle = null;
     this.done = Promise.resolve(); // the pump running now
     this._timers = new Set();    // retries of failed statements
+    this._backoff = new Map();   // kind -> Backoff
     this._recheck = new Set();
     this._recheckTimer = null;
 
@@ -137,13 +156,23 @@ class Reader {
     return entries;
   }
 
-  /** fn, later: after the reconnect backoff's longest delay. */
-  later(fn) {
+  /** fn, after the backoff of kind (grown by each failure of a statement of that kind). */
+  later(kind, fn) {
+    let b = this._backoff.get(kind);
+    if (!b) {
+      b = new Backoff(this._o.reconnect);
+      this._backoff.set(kind, b);
+    }
     const t = setTimeout(() => {
       this._timers.delete(t);
       if (this._active) fn();
-    }, this._o.reconnect.max);
+    }, b.next());
     this._timers.add(t);
+  }
+
+  _succeeded(kind) {
+    const b = this._backoff.get(kind);
+    if (b) b.healthy();
   }
 
   // -- the pump ----------------------------------------------------------------
@@ -170,7 +199,8 @@ class Reader {
         try {
           await job(conn);
         } catch (err) {
-          if (this._active) this._host.onQueryFailed(conn, err);
+          // only a lost connection gets here: the jobs handle statement errors
+          if (this._active) this._host.onConnectionError(conn, err);
           return;
         }
       }
@@ -198,7 +228,7 @@ class Reader {
 
   async _query(conn, q) {
     this.stats.queries++;
-    return conn.client.query(q.text, q.values);
+    return conn.client.query({ text: q.text, values: q.values, types: SIZED_TYPES });
   }
 
   /** Is err the connection's (rethrow it), rather than the statement's? */
@@ -216,6 +246,23 @@ class Reader {
     await run(items.slice(0, half));
     await run(items.slice(half));
     return true;
+  }
+
+  /**
+   * A read of the entries' log or heads (kind) failed: a lost connection's
+   * error is rethrown, the entries requested again for the next one; any
+   * other goes to the host, and the entries are requested again later.
+   */
+  _readFailed(kind, conn, err, entries, queue) {
+    if (this._lost(conn, err)) {
+      for (const e of entries) queue.add(e);
+      throw err;
+    }
+    this._host.onReadFailed(entries, err);
+    this.later(kind, () => {
+      for (const e of entries) if (!e.dropped) queue.add(e);
+      this.kick();
+    });
   }
 
   /** Up to n items taken out of a set. */
@@ -257,10 +304,13 @@ class Reader {
         throw err;
       }
       if (await this._halve(err, keys, (part) => this._runNames(conn, source, part))) return;
-      // anything else fails every key
-      this._host.onNamesFailed(source, keys, err);
+      // a cancelled statement, say: try again; anything else fails every key
+      const retry = isTransient(err);
+      this._host.onNamesFailed(source, keys, err, retry);
+      if (retry) this.later('names', () => { for (const k of keys) this.names(source, k); });
       return;
     }
+    this._succeeded('names');
     this._host.onNames(source, keys, rows);
   }
 
@@ -270,9 +320,15 @@ class Reader {
       this.stats.nameReads++;
       ({ rows } = await this._query(conn, sql.channels(this._schema, streams)));
     } catch (err) {
-      for (const s of streams) this._channelQ.add(s);
-      throw err;
+      if (this._lost(conn, err)) {
+        for (const s of streams) this._channelQ.add(s);
+        throw err;
+      }
+      this._host.onChannelsFailed(streams, err);
+      this.later('channels', () => { for (const s of streams) this.channel(s); });
+      return;
     }
+    this._succeeded('channels');
     this._host.onChannels(rows);
   }
 
@@ -311,11 +367,13 @@ class Reader {
       }
       if (await this._halve(err, entries, (part) => this._runSnapshots(conn, source, part))) return;
       // the table lost its trigger, say: a subscription that has not
-      // started fails; one that has tries again after a while
-      this._host.onSnapshotsFailed(entries, tick, err);
-      this.later(() => this._host.retrySnapshots(entries, tick));
+      // started fails (unless the error may pass); one that has tries
+      // again after a while
+      this._host.onSnapshotsFailed(entries, tick, err, isTransient(err));
+      this.later('snapshot', () => this._host.retrySnapshots(entries, tick));
       return;
     }
+    this._succeeded('snapshot');
     this.stats.snapshots += rows.length;
     this._host.onSnapshots(entries, tick, rows);
   }
@@ -347,9 +405,10 @@ class Reader {
       ({ rows } = await this._query(conn,
         sql.eventsAfter(this._schema, batch.map((b) => b.entry.stream), batch.map((b) => b.after), limit)));
     } catch (err) {
-      for (const b of batch) this._catchQ.add(b.entry);
-      throw err;
+      this._readFailed('catchup', conn, err, batch.map((b) => b.entry), this._catchQ);
+      return;
     }
+    this._succeeded('catchup');
     this.stats.pages++;
     const byStream = new Map();
     for (const r of rows) {
@@ -358,7 +417,7 @@ class Reader {
         list = [];
         byStream.set(r.stream, list);
       }
-      list.push({ seq: Number(r.seq), event: r.event });
+      list.push({ seq: Number(r.seq), event: r.event.value, bytes: r.event.bytes });
     }
     this._host.onPage(batch, byStream, limit, tick);
   }
@@ -379,9 +438,10 @@ class Reader {
       this.stats.headReads++;
       ({ rows } = await this._query(conn, sql.heads(this._schema, entries.map((e) => e.stream))));
     } catch (err) {
-      for (const e of entries) this._headsQ.add(e);
-      throw err;
+      this._readFailed('heads', conn, err, entries, this._headsQ);
+      return;
     }
+    this._succeeded('heads');
     this._host.onHeads(entries, new Map(rows.map((r) => [r.stream, Number(r.seq)])), tick);
   }
 }

@@ -30,7 +30,7 @@
 const { EventEmitter } = require('node:events');
 const { HxHub } = require('./hub');
 const { syntheticSnapshot } = require('./subscription');
-const { callListeners, emitSafe, emitError, rethrow } = require('./emit');
+const { callListeners, emitSafe, emitError, warnUnheard } = require('./emit');
 
 class HxStream extends EventEmitter {
   /**
@@ -50,6 +50,7 @@ class HxStream extends EventEmitter {
    *   (pg, pollInterval, reconnect and pageSize are then the hub's)
    * @param {number} [options.maxQueue] events waiting for a slow 'event'
    *   listener (one that returns a promise) at most; see the hub
+   * @param {number} [options.maxQueueBytes] bytes of those events at most
    */
   constructor(options) {
     super();
@@ -70,6 +71,7 @@ class HxStream extends EventEmitter {
     });
     this._queueOptions = {};
     if (o.maxQueue !== undefined) this._queueOptions.maxQueue = o.maxQueue;
+    if (o.maxQueueBytes !== undefined) this._queueOptions.maxQueueBytes = o.maxQueueBytes;
     this._phase = 'idle';          // idle | starting | running | stopped
     this._sub = null;
     this._stopping = null;
@@ -177,19 +179,24 @@ class HxStream extends EventEmitter {
   }
 
   /**
-   * Hand an event to the 'event' listeners.  A listener that throws does
-   * not break the bookkeeping: its exception is rethrown on its own tick
-   * (an uncaught exception, as from any other callback).  A listener that
-   * returns a promise holds the next event back until it settles.
+   * Hand an event to the 'event' listeners.  A listener that throws or
+   * rejects does not break the bookkeeping: its error goes to 'error' (a
+   * process warning when nothing listens), and the stream goes on.  A
+   * listener that returns a promise holds the next event back until it
+   * settles.
    */
   _emitEvent(event, state) {
     if (this._phase === 'stopped') return null;
-    return callListeners(this, 'event', [event, state], rethrow);
+    return callListeners(this, 'event', [event, state], this._onListenerError);
   }
+
+  _onListenerError = (err) => {
+    if (!this._emitError(err)) warnUnheard(err);
+  };
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
-    emitSafe(this, name, args, rethrow);
+    emitSafe(this, name, args, this._onListenerError);
   }
 
   /**

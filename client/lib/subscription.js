@@ -8,9 +8,13 @@
 // needs next; the rules are cursor.js's.
 const { EventEmitter } = require('node:events');
 const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
-const { callListeners, rethrow, noop } = require('./emit');
+const { callListeners, noop } = require('./emit');
 const { isStreamEnd } = require('./apply');
 const { EventQueue } = require('./queue');
+
+// bytes counted for an event whose size the client was not told (a
+// synthetic snapshot's envelope, an end event read with a snapshot)
+const ENVELOPE_BYTES = 128;
 
 function syntheticSnapshot(stream, seq, state) {
   return {
@@ -34,7 +38,7 @@ class HxSubscription extends EventEmitter {
    * @param {object} hub the HxHub that made it
    * @param {{table?: string, key?: string, stream?: string}} target
    * @param {object} o follow()'s options
-   * @param {{maxQueue: number, tick: number}} d the hub's defaults, and the tick it joins at
+   * @param {{maxQueue: number, maxQueueBytes: number, tick: number}} d the hub's defaults, and the tick it joins at
    */
   constructor(hub, target, o, d) {
     super();
@@ -62,6 +66,7 @@ class HxSubscription extends EventEmitter {
     // state at it cannot compute states (deltas need a base).
     this._keepState = o.state === undefined ? (after === null || after === 0 || hasBase) : !!o.state;
     this._maxQueue = Math.max(1, Math.floor(o.maxQueue === undefined ? d.maxQueue : o.maxQueue));
+    this._maxBytes = Math.max(1, Math.floor(o.maxQueueBytes === undefined ? d.maxQueueBytes : o.maxQueueBytes));
     this._overflow = o.overflow === undefined ? 'log' : o.overflow;
     if (this._overflow !== 'log' && this._overflow !== 'snapshot') {
       throw new TypeError("HxHub: options.overflow is 'log' or 'snapshot'");
@@ -78,6 +83,7 @@ class HxSubscription extends EventEmitter {
     // accepted (the cursor)
     this._seq = this.seq;
     this._state = this.state;
+    this._stateBytes = this._keepState && hasBase ? Buffer.byteLength(JSON.stringify(o.base === undefined ? null : o.base)) : 0;
     this._ended = false;
 
     this._entry = null;
@@ -110,6 +116,7 @@ class HxSubscription extends EventEmitter {
       resyncs: 0,
       overflows: 0,     // times its queue was full when an event came
       maxQueued: 0,     // the most events it ever had queued
+      maxQueuedBytes: 0, // the most bytes it ever had queued
     };
     /** Resolves once the subscription has its position: the snapshot handed
      * out, or (with after) the log read up to the stream's head. */
@@ -122,6 +129,8 @@ class HxSubscription extends EventEmitter {
 
   /** Events accepted and not yet handed out. */
   get queued() { return this._queue.events; }
+  /** Their bytes (the size of their JSON text, and of the states kept with them). */
+  get queuedBytes() { return this._queue.bytes; }
   /** Not keeping up: the queue was full and events wait in the log (or for a snapshot). */
   get behind() { return this._held || this._phase === 'paused'; }
   /** 'resolving' | 'snapshot' | 'live' | 'paused' | 'stopped' */
@@ -182,15 +191,15 @@ class HxSubscription extends EventEmitter {
    * became of it: 'old', 'ahead' (a gap: the log has more), 'accepted',
    * 'overflow' (no room), or an Error (the delta does not apply).
    */
-  _offer(seq, event) {
+  _offer(seq, event, bytes) {
     if (this._phase !== 'live') return 'old';
     const kind = classify(this._seq, seq);
     if (kind !== 'next') return kind;
-    if (!hasRoom(this._queue.events, this._maxQueue)) {
+    if (!hasRoom(this._queue.events, this._queue.bytes, this._cost(event, bytes), this._maxQueue, this._maxBytes)) {
       this._overflowed();
       return 'overflow';
     }
-    return this._accept(seq, event) || 'accepted';
+    return this._accept(seq, event, bytes) || 'accepted';
   }
 
   /** Its queue was full when an event came. */
@@ -209,6 +218,7 @@ class HxSubscription extends EventEmitter {
     }
     this._seq = this.seq;
     this._state = this.state;
+    this._stateBytes = 0;
     this._ended = this.ended;
     this._more = this._force = false;
     this._phase = 'paused';
@@ -216,12 +226,13 @@ class HxSubscription extends EventEmitter {
   }
 
   /** Accept the next event: the state after it, queued for the consumer.  An Error if it does not apply. */
-  _accept(seq, event) {
+  _accept(seq, event, bytes) {
     const before = this._state;
     let after;
+    let stateBytes = 0;
     if (this._keepState) {
       try {
-        after = this._entry.apply(before, event);
+        ({ state: after, bytes: stateBytes } = this._entry.apply(before, this._stateBytes, event, bytes));
       } catch (err) {
         err.message = `hxstate: event ${seq} of ${this.stream} does not apply: ${err.message}`;
         return err;
@@ -230,10 +241,23 @@ class HxSubscription extends EventEmitter {
     const end = isStreamEnd(event);
     this._seq = seq;
     this._state = after;
+    this._stateBytes = stateBytes;
     if (end) this._ended = true;
     else if (event.type === 'STATE_SNAPSHOT') this._ended = false;
-    this._push({ kind: 'event', seq, event, state: after, ended: this._ended, end, before: end ? before : undefined });
+    // a snapshot's state is the event's own: count it once
+    const held = event.type === 'STATE_SNAPSHOT' ? bytes : bytes + stateBytes;
+    this._push({ kind: 'event', seq, event, state: after, ended: this._ended, end, before: end ? before : undefined, bytes: held });
     return null;
+  }
+
+  /**
+   * What accepting an event of `bytes` bytes would add to the queue: the
+   * event, and with state: true the state after it (estimated as
+   * applySized will count it: the state now and the delta).
+   */
+  _cost(event, bytes) {
+    if (!this._keepState || event.type === 'STATE_SNAPSHOT') return bytes;
+    return bytes + this._stateBytes + bytes;
   }
 
   /** Read a fresh snapshot (the log no longer continues its cursor, or a delta did not apply). */
@@ -255,11 +279,11 @@ class HxSubscription extends EventEmitter {
     }
     if (this._phase === 'snapshot') {
       if (!entry.armed || this._snapTick >= 0) return null;
-      if (!hasRoom(this._queue.events, this._maxQueue)) return null;
+      if (this._queue.events >= this._maxQueue || this._queue.bytes >= this._maxBytes) return null;
       return this._started ? 'snapshot' : 'seed';
     }
     if (this._phase !== 'live') return null;
-    if (!isLow(this._queue.events, this._maxQueue)) return null; // its consumer first
+    if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null; // its consumer first
     this._held = false;
     if (wantsRead(this._seq, entry.seen, this._force, this._more)) return 'read';
     if (!this._readyQueued && this._synced) {
@@ -272,13 +296,13 @@ class HxSubscription extends EventEmitter {
   /** Its position, for a sibling that joins the stream: exact, live, with its state. */
   _seed() {
     if (this._phase !== 'live' || !this._exact || this._ended || !this._keepState) return null;
-    return { seq: this._seq, state: this._state };
+    return { seq: this._seq, state: this._state, bytes: this._stateBytes };
   }
 
   /** The cursor a read of the log would start after, or null: it does not want one now. */
   _readFrom(entry) {
     if (this._phase !== 'live') return null;
-    if (!isLow(this._queue.events, this._maxQueue)) return null;
+    if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null;
     return wantsRead(this._seq, entry.seen, this._force, this._more) ? this._seq : null;
   }
 
@@ -294,11 +318,11 @@ class HxSubscription extends EventEmitter {
   _snapshotRetry() { this._snapTick = -1; }
 
   /**
-   * Start (again) from a snapshot: seq, state, and the last event when
-   * the state is NULL.  Returns 'stale' (older than its cursor: it needs
-   * another), 'initial' or 'resync'.
+   * Start (again) from a snapshot: seq, state (bytes: its size), and the
+   * last event when the state is NULL.  Returns 'stale' (older than its
+   * cursor: it needs another), 'initial' or 'resync'.
    */
-  _takeSnapshot(seq, state, last) {
+  _takeSnapshot(seq, state, last, bytes) {
     this._snapTick = -1;
     if (this._started && seq < this._seq) return 'stale';
     const initial = !this._started;
@@ -307,6 +331,7 @@ class HxSubscription extends EventEmitter {
     this._started = true;
     this._seq = seq;
     this._state = this._keepState ? (ended ? null : state) : undefined;
+    this._stateBytes = this._keepState && !ended ? bytes : 0;
     this._ended = ended;
     this._phase = 'live';
     this._synced = true;
@@ -319,7 +344,7 @@ class HxSubscription extends EventEmitter {
     }
     this._resyncReason = null;
     const event = ended ? last : syntheticSnapshot(this.stream, seq, state);
-    this._push({ kind: 'event', seq, event, state: this._state, ended, end: ended, before: null, resync });
+    this._push({ kind: 'event', seq, event, state: this._state, ended, end: ended, before: null, resync, bytes: ENVELOPE_BYTES + bytes });
     if (!this._readyQueued) {
       this._readyQueued = true;
       this._push({ kind: 'ready' });
@@ -329,7 +354,7 @@ class HxSubscription extends EventEmitter {
 
   /**
    * A page of the log read after seq `after` at tick, limit rows a stream:
-   * rows [{seq, event}].  Returns null, 'reread' (its cursor went
+   * rows [{seq, event, bytes}].  Returns null, 'reread' (its cursor went
    * back below the read), 'trimmed' (the log skips a seq after its cursor:
    * resync), or an Error (a delta did not apply: resync).
    */
@@ -345,11 +370,11 @@ class HxSubscription extends EventEmitter {
     let taken = 0;
     for (; taken < plan.run; taken++) {
       const row = rows[plan.start + taken];
-      if (!hasRoom(this._queue.events, this._maxQueue)) {
+      if (!hasRoom(this._queue.events, this._queue.bytes, this._cost(row.event, row.bytes), this._maxQueue, this._maxBytes)) {
         full = true;
         break;
       }
-      const failed = this._accept(row.seq, row.event);
+      const failed = this._accept(row.seq, row.event, row.bytes);
       if (failed) return failed;
     }
     if (this._joinTick < tick) this._synced = true;
@@ -385,6 +410,7 @@ class HxSubscription extends EventEmitter {
   _push(item) {
     this._queue.push(item);
     this.stats.maxQueued = this._queue.maxEvents;
+    this.stats.maxQueuedBytes = this._queue.maxBytes;
     if (!this._drainQueued && !this._inflight) {
       this._drainQueued = true;
       queueMicrotask(() => this._drain());
@@ -428,10 +454,13 @@ class HxSubscription extends EventEmitter {
 
   /**
    * A listener that throws or rejects does not disturb the bookkeeping:
-   * its error is rethrown on its own tick (an uncaught exception, as from
-   * any callback), and the subscription goes on with the next event.
+   * its error goes to 'error' (this subscription's if someone listens
+   * there, else the hub's, else a process warning), and the subscription
+   * goes on with the next event.
    */
-  _onListenerError = rethrow;
+  _onListenerError = (err) => {
+    this._hub._listenerFailed(err, this);
+  };
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
@@ -441,7 +470,7 @@ class HxSubscription extends EventEmitter {
   /** 'error' only when someone listens: an unheard 'error' would crash the process. */
   _emitError(err) {
     if (this._phase === 'stopped' || this.listenerCount('error') === 0) return false;
-    callListeners(this, 'error', [err], rethrow);
+    callListeners(this, 'error', [err], (e) => process.nextTick(() => { throw e; }));
     return true;
   }
 }

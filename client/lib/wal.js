@@ -16,15 +16,33 @@
 // moment CREATE_REPLICATION_SLOT returns) is streamed, in commit order,
 // once it has committed; so a snapshot read after that moment plus the
 // streamed events misses nothing, which is the same guarantee LISTEN gives
-// a client that LISTENs before it reads.
+// a client that LISTENs before it reads.  What the WAL carries is the log
+// itself (the rows inserted into hx_event, decoded by the server for a
+// role that may replicate), so its events are content, not hints.
 //
-// node-postgres has no API for CopyBoth: START_REPLICATION is sent as an
-// ordinary query that stays active while the stream runs; the server's
-// CopyData messages reach the connection's 'copyData' event, and standby
-// status updates go out with connection.sendCopyFromChunk().
+// CopyBoth on pg's public API.  node-postgres (8.23) has no method for
+// CopyBoth, and the client's `connection` property is internal.  It does
+// have a documented extension point for queries that are more than a
+// statement and its rows: client.query(submittable), with an object that
+// has submit(connection) (the Submittable interface that pg-cursor and
+// pg-query-stream are built on).  pg calls submit() with the connection
+// (an instance of pg.Connection, a class pg exports), and then hands the
+// object every protocol message of its query (handleCopyData for each
+// CopyData, handleError, handleReadyForQuery, ...) while it is the active
+// query.  StreamingQuery below is such an object: it sends
+// START_REPLICATION with connection.query(text), receives the server's
+// CopyData through handleCopyData, and writes its own messages (standby
+// status updates, CopyDone, framed by pgoutput.js) to connection.stream,
+// the connection's socket (TLS included); those two members are the ones
+// pg's type declarations publish for a Connection.  The alternative, a
+// replication client of our own on a net.Socket with pg-protocol (public
+// too), would have to redo what pg does for every other connection of the
+// hub (connection strings, TLS, SCRAM and the other authentication
+// methods, keepalives, the connection hook), for the one connection that
+// needs it least; so the hub keeps pg for all three.
 const crypto = require('node:crypto');
 const sql = require('./sql');
-const { parseCopyData, standbyStatus, PgOutputDecoder } = require('./pgoutput');
+const { parseCopyData, standbyStatus, copyDataMessage, copyDoneMessage, PgOutputDecoder } = require('./pgoutput');
 
 /** A relation that is the event log (or one of its partitions, when the
  * publication does not publish via the root): the positions of the columns
@@ -37,6 +55,61 @@ function logColumns(relation, schema) {
   const event = relation.columns.indexOf('event');
   if (stream < 0 || seq < 0 || event < 0) return null;
   return { stream, seq, event };
+}
+
+/**
+ * A statement that switches the connection to CopyBoth (START_REPLICATION),
+ * as a pg Submittable: client.query(it) sends it, and pg hands it the
+ * messages of its query.  done settles when the command ends: resolves
+ * after its CommandComplete and ReadyForQuery, rejects with its error (or
+ * the connection's).
+ */
+class StreamingQuery {
+  constructor(text, onCopyData) {
+    this.text = text;
+    this._onCopyData = onCopyData;
+    this._stream = null;
+    this.done = new Promise((resolve, reject) => {
+      this._resolve = resolve;
+      this._reject = reject;
+    });
+  }
+
+  // -- the Submittable interface: pg calls these ------------------------------
+
+  submit(connection) {
+    this._stream = connection.stream;
+    connection.query(this.text);
+  }
+
+  handleCopyData(msg) { this._onCopyData(msg.chunk); }
+  handleReadyForQuery() { this._resolve(); }
+  handleError(err) { this._reject(err); }
+  handleCommandComplete() {}
+  handleRowDescription() {}
+  handleDataRow() {}
+  handleEmptyQuery() {}
+  handlePortalSuspended() {}
+  handleCopyInResponse() {}
+
+  // -- ours ---------------------------------------------------------------------
+
+  /** Send a CopyData message; false when the socket is gone. */
+  send(payload) {
+    return this._write(copyDataMessage(payload));
+  }
+
+  /** End the copy (the server answers CopyDone and ends the command). */
+  end() {
+    return this._write(copyDoneMessage());
+  }
+
+  _write(buf) {
+    const s = this._stream;
+    if (!s || !s.writable) return false;
+    s.write(buf);
+    return true;
+  }
 }
 
 class WalStream {
@@ -66,7 +139,6 @@ class WalStream {
     this.streaming = null;   // the START_REPLICATION query, active while streaming
     this.timer = null;
     this.stats = { messages: 0, inserts: 0, keepalives: 0, statusUpdates: 0 };
-    this._onCopyData = (msg) => this._receive(msg.chunk);
   }
 
   /**
@@ -102,9 +174,9 @@ class WalStream {
 
   /** Start streaming; failures and the end of the stream go to onError. */
   start() {
-    this.client.connection.on('copyData', this._onCopyData);
-    this.streaming = this.client.query(sql.startReplication(this.slot, this.publication));
-    this.streaming.then(() => this._fail(new Error('hxstate: the replication stream ended')),
+    this.streaming = new StreamingQuery(sql.startReplication(this.slot, this.publication), (chunk) => this._receive(chunk));
+    this.client.query(this.streaming);
+    this.streaming.done.then(() => this._fail(new Error('hxstate: the replication stream ended')),
       (err) => this._fail(err));
     this.timer = setInterval(() => this._status(false), this.statusInterval);
   }
@@ -113,7 +185,6 @@ class WalStream {
     this.closed = true;
     clearInterval(this.timer);
     this.timer = null;
-    this.client.connection.removeListener('copyData', this._onCopyData);
   }
 
   /**
@@ -125,14 +196,11 @@ class WalStream {
   async finish(ms) {
     const streaming = this.streaming;
     this.close();
-    if (!streaming) return;
+    if (!streaming || !streaming.end()) return;
     let timer;
     try {
-      this.client.connection.endCopyFrom();
-      await Promise.race([streaming.then(() => {}, () => {}),
+      await Promise.race([streaming.done.then(() => {}, () => {}),
         new Promise((resolve) => { timer = setTimeout(resolve, ms); })]);
-    } catch (err) {
-      // the connection is gone already
     } finally {
       clearTimeout(timer);
     }
@@ -147,7 +215,7 @@ class WalStream {
   _status(replyRequested) {
     if (this.closed) return;
     this.stats.statusUpdates++;
-    this.client.connection.sendCopyFromChunk(standbyStatus(this.lsn, Date.now(), replyRequested));
+    this.streaming.send(standbyStatus(this.lsn, Date.now(), replyRequested));
   }
 
   _receive(chunk) {
@@ -221,4 +289,4 @@ class WalTransport {
   }
 }
 
-module.exports = { WalStream, WalTransport, logColumns };
+module.exports = { WalStream, WalTransport, StreamingQuery, logColumns };

@@ -67,8 +67,8 @@ function record(emitter) {
   return log;
 }
 
-async function scenario(table, follow) {
-  await h.streamTable(db, table);
+async function scenario(table, follow, ...trigger) {
+  await h.streamTable(db, table, ...trigger);
   await db.query(`INSERT INTO ${table} VALUES ('a', '{"n": 0, "owner": "alice"}'), ('b', '{"n": 0, "owner": "bob"}')`);
   const { a, b, hub } = await follow();
   const streamA = `${table}:a`;
@@ -107,7 +107,8 @@ async function scenario(table, follow) {
   assert.ok(spent <= 2 * sent + 4, `${spent} statements for ${sent} forged notifications and 2 writes`);
 }
 
-test('forged notifications: an HxHub over LISTEN hands out only the row\'s events', async () => {
+// payload=auto: the genuine notifications carry the event itself, as the forged ones pretend to
+test('forged notifications: an HxHub over LISTEN hands out only the row\'s events (payload=auto)', async () => {
   const hub = new HxHub({ pg: { database: DB }, transport: 'listen', pollInterval: 0 });
   await hub.start();
   try {
@@ -118,13 +119,14 @@ test('forged notifications: an HxHub over LISTEN hands out only the row\'s event
       b.log = record(b);
       await Promise.all([a.ready, b.ready]);
       return { a, b, hub };
-    });
+    }, 'payload=auto');
   } finally {
     await hub.stop();
   }
 });
 
-test('forged notifications: HxStream (LISTEN on its own connection) hands out only the row\'s events', async () => {
+// the trigger's default: references
+test('forged notifications: HxStream (LISTEN on its own connection) hands out only the row\'s events (payload=ref)', async () => {
   const a = h.follow(DB, 'g', 'a', { appName: 'hx-forged-a' });
   const b = new (require('..').HxStream)({ hub: a.hub, table: 'g', key: 'b' });
   b.log = record(b);

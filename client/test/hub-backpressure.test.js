@@ -12,7 +12,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('../../test/js/helpers');
 const { HxHub } = require('..');
-const { Recorder, waitForHeads, mismatches, runWriters } = require('./hub-helpers');
+const { Recorder, waitForHeads, mismatches, gate, runWriters } = require('./hub-helpers');
 
 const DB = 'hx_hub_backpressure';
 const STREAMS = 50;
@@ -25,13 +25,6 @@ before(async () => {
   await db.query('SELECT hx_stream_publication()');
 });
 after(async () => { await db.end(); });
-
-/** A promise and the function that settles it. */
-function gate() {
-  let open;
-  const promise = new Promise((resolve) => { open = resolve; });
-  return { promise, open };
-}
 
 for (const [i, overflow] of ['log', 'snapshot'].entries()) {
   test(`a stalled consumer holds back only itself (overflow '${overflow}')`, async (t) => {

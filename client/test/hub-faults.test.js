@@ -20,7 +20,7 @@ const os = require('node:os');
 const path = require('node:path');
 const h = require('../../test/js/helpers');
 const { HxHub, applyEvent } = require('..');
-const { Recorder, truth, waitForHeads, mismatches, runWriters, sampleConnections, terminate } = require('./hub-helpers');
+const { followAll, truth, waitForHeads, mismatches, runWriters, sampleConnections, terminate } = require('./hub-helpers');
 
 const DB = 'hx_hub_faults';
 const STREAMS = 1000;
@@ -39,17 +39,6 @@ after(async () => { await db.end(); });
 async function streamTable(name) {
   await h.streamTable(db, name);
   await db.query(`INSERT INTO ${name} SELECT 'k-' || g, jsonb_build_object('n', 0) FROM generate_series(1, ${STREAMS}) g`);
-}
-
-async function followAll(hub, table) {
-  const rec = new Recorder();
-  const subs = keys.map((key) => {
-    const sub = hub.follow({ table, key });
-    rec.attach(sub, key);
-    return sub;
-  });
-  await Promise.all(subs.map((s) => s.ready));
-  return rec;
 }
 
 function writers(table, seed, progress) {
@@ -74,7 +63,7 @@ for (const [i, transport] of ['wal', 'listen'].entries()) {
       reconnect: { min: 20, max: 200 } });
     try {
       await hub.start();
-      const rec = await followAll(hub, table);
+      const rec = await followAll(hub, table, keys);
       const progress = { commits: 0 };
       const writing = writers(table, 11 + i, progress);
       const cutting = (async () => {
@@ -110,7 +99,7 @@ test('the replication slot dropped by an administrator, twice', async (t) => {
     reconnect: { min: 20, max: 200 } });
   try {
     await hub.start();
-    const rec = await followAll(hub, table);
+    const rec = await followAll(hub, table, keys);
     const progress = { commits: 0 };
     const writing = writers(table, 23, progress);
     const dropping = (async () => {

@@ -60,6 +60,18 @@ class Recorder {
   }
 }
 
+/** Follow every key of table on hub, each recorded; the recorder once every subscription is ready. */
+async function followAll(hub, table, keys) {
+  const rec = new Recorder();
+  const subs = keys.map((key) => {
+    const sub = hub.follow({ table, key });
+    rec.attach(sub, key);
+    return sub;
+  });
+  await Promise.all(subs.map((s) => s.ready));
+  return rec;
+}
+
 /** The head of every stream and the state of every row of table, by key. */
 async function truth(db, table, records) {
   const streams = records.map((r) => r.sub.stream);
@@ -90,6 +102,13 @@ function mismatches(t, records, stateOf = (r) => r.state) {
     if (bad.length >= 20) break;
   }
   return bad;
+}
+
+/** A promise and the function that settles it: a consumer held until the test lets it go. */
+function gate() {
+  let open;
+  const promise = new Promise((resolve) => { open = resolve; });
+  return { promise, open };
 }
 
 // ---------------------------------------------------------------------
@@ -324,6 +343,6 @@ class PrivateCluster {
 }
 
 module.exports = {
-  Recorder, truth, waitForHeads, mismatches, randomOps, runWriters, sampleConnections, backendPids,
+  Recorder, followAll, truth, waitForHeads, mismatches, gate, randomOps, runWriters, sampleConnections, backendPids,
   terminate, PrivateCluster,
 };

@@ -15,7 +15,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('../../test/js/helpers');
 const { HxHub } = require('..');
-const { Recorder, waitForHeads, mismatches, runWriters, PrivateCluster } = require('./hub-helpers');
+const { Recorder, followAll, waitForHeads, mismatches, runWriters, PrivateCluster } = require('./hub-helpers');
 
 const DB = 'hx_hub_server';
 const STREAMS = 1000;
@@ -30,17 +30,6 @@ after(async () => {
   if (cluster) await cluster.stop();
 });
 
-async function followAll(hub, table) {
-  const rec = new Recorder();
-  const subs = keys.map((key) => {
-    const sub = hub.follow({ table, key });
-    rec.attach(sub, key);
-    return sub;
-  });
-  await Promise.all(subs.map((s) => s.ready));
-  return rec;
-}
-
 test('the server killed with kill -9 and restarted', async (t) => {
   let db = await cluster.createDatabase(DB);
   await h.streamTable(db, 'sessions');
@@ -54,7 +43,7 @@ test('the server killed with kill -9 and restarted', async (t) => {
     await hub.start();
     assert.equal(hub.transport, 'wal');
     const slot = hub.slot;
-    const rec = await followAll(hub, 'sessions');
+    const rec = await followAll(hub, 'sessions', keys);
     const progress = { commits: 0 };
     const writing = runWriters({
       connect: () => cluster.connect(DB), n: 8, writes: 150, table: 'sessions', keys: keys.slice(0, HOT),

@@ -51,14 +51,33 @@ test('a live subscription reads the log when told to, when a page stopped short,
   assert.equal(cursor.wantsRead(5, 5, false, true), true);
 });
 
-test('the queue has room below maxQueue, and is low at half of it', () => {
-  assert.equal(cursor.hasRoom(0, 1), true);
-  assert.equal(cursor.hasRoom(9, 10), true);
-  assert.equal(cursor.hasRoom(10, 10), false);
-  assert.equal(cursor.isLow(5, 10), true);
-  assert.equal(cursor.isLow(6, 10), false);
-  assert.equal(cursor.isLow(0, 1), true);
-  assert.equal(cursor.isLow(1, 1), false);
+test('the queue has room below maxQueue events and maxQueueBytes bytes, and is low at half of both', () => {
+  // hasRoom(events, bytes, size of the next, maxEvents, maxBytes)
+  assert.equal(cursor.hasRoom(0, 0, 10, 1, 100), true);
+  assert.equal(cursor.hasRoom(9, 50, 10, 10, 100), true);
+  assert.equal(cursor.hasRoom(10, 50, 10, 10, 100), false, 'full in events');
+  assert.equal(cursor.hasRoom(3, 90, 10, 10, 100), true, 'exactly at the byte bound');
+  assert.equal(cursor.hasRoom(3, 91, 10, 10, 100), false, 'full in bytes');
+  assert.equal(cursor.hasRoom(0, 0, 5000, 10, 100), true, 'an empty queue takes any one event, however big');
+  assert.equal(cursor.hasRoom(1, 5000, 1, 10, 100), false);
+  assert.equal(cursor.isLow(5, 50, 10, 100), true);
+  assert.equal(cursor.isLow(6, 0, 10, 100), false);
+  assert.equal(cursor.isLow(0, 51, 10, 100), false);
+  assert.equal(cursor.isLow(0, 0, 1, 100), true);
+  assert.equal(cursor.isLow(1, 0, 1, 100), false);
+});
+
+test('what an error means: the connection gone, a value its type rejects, or a statement worth retrying', () => {
+  const { isConnectionError, isDataError, isTransient } = require('../lib/errors');
+  const e = (code) => Object.assign(new Error(code || 'socket'), code ? { code } : {});
+  for (const c of [undefined, 'ECONNRESET', '08006', '08P01', '57P01', '57P02', '57P03', '57P04', '57P05', '53300']) {
+    assert.equal(isConnectionError(e(c)), true, c);
+  }
+  for (const c of ['42501', '57014', '22P02', '40001', '42883', '55P03']) assert.equal(isConnectionError(e(c)), false, c);
+  assert.equal(isDataError(e('22P02')), true);
+  assert.equal(isDataError(e('42501')), false);
+  for (const c of ['57014', '40001', '40P01', '53200', '55P03']) assert.equal(isTransient(e(c)), true, c);
+  for (const c of ['42501', '42883', '22P02', '42P01', undefined]) assert.equal(isTransient(e(c)), false, c);
 });
 
 test("a notification's payload is a hint: the {stream, seq} an event or a reference names, or nothing", () => {
@@ -92,8 +111,37 @@ test('backoff: doubling from min to max, jittered over the upper half', () => {
   const b = new Backoff(bounds);
   const delays = Array.from({ length: 8 }, () => b.next(() => 0));
   assert.deepStrictEqual(delays, [50, 100, 200, 400, 800, 1600, 2500, 2500]);
-  b.reset();
+  b.healthy();
   assert.equal(b.next(() => 0), 50);
+});
+
+test('backoff starts over only once what was retried proved healthy', () => {
+  const b = new Backoff({ min: 100, max: 5000 }, 5000);
+  const zero = () => 0;
+  // a server that accepts the connection and drops it at once: the
+  // reconnect succeeds every time, and yet the delay keeps growing
+  const delays = [];
+  let now = 0;
+  for (let i = 0; i < 6; i++) {
+    delays.push(b.next(zero));
+    now += 1000;
+    b.up(now);       // connected
+    now += 10;
+    b.lost(now);     // and dropped 10 ms later
+  }
+  assert.deepStrictEqual(delays, [50, 100, 200, 400, 800, 1600]);
+  // up for healthyAfter ms, then lost: it was healthy
+  b.next(zero);
+  b.up(now);
+  now += 5000;
+  b.lost(now);
+  assert.equal(b.next(zero), 50);
+  // lost while never up (a failed attempt): it goes on growing
+  b.lost(now);
+  assert.equal(b.next(zero), 100);
+  // a statement succeeded: healthy
+  b.healthy();
+  assert.equal(b.next(zero), 50);
 });
 
 test('a stream known to have a seq: the log has the last word when nothing was seen since the read', () => {
@@ -112,15 +160,29 @@ test('a stream known to have a seq: the log has the last word when nothing was s
   assert.equal(e.settle(9, 9), false);
 });
 
-test('one delta is applied once for the subscriptions at the same state', () => {
+test('one delta is applied once for the subscriptions at the same state, and sized', () => {
   const e = new StreamEntry('t:k', 'hx:t:k', 't', 'k');
-  const before = { n: 1 };
+  const before = { n: 1, s: 'ü' };
   const delta = { type: 'STATE_DELTA', delta: [{ op: 'replace', path: '/n', value: 2 }] };
-  const a = e.apply(before, delta);
-  const b = e.apply(before, delta);
-  assert.deepStrictEqual(a, { n: 2 });
-  assert.strictEqual(a, b);
-  assert.deepStrictEqual(before, { n: 1 }, 'the state before is not changed');
+  const a = e.apply(before, 0, delta, 40);
+  const b = e.apply(before, 0, delta, 40);
+  assert.deepStrictEqual(a.state, { n: 2, s: 'ü' });
+  assert.strictEqual(a.state, b.state);
+  // the state before measured exactly on the way (its JSON text in UTF-8), plus the delta's size
+  assert.equal(a.bytes, Buffer.byteLength('{"n":1,"s":"ü"}') + 40);
+  assert.deepStrictEqual(before, { n: 1, s: 'ü' }, 'the state before is not changed');
+});
+
+test('applySized: a snapshot is its own size, an end frees the state, other events keep it', () => {
+  const { applySized } = require('../lib/apply');
+  const snap = { type: 'STATE_SNAPSHOT', snapshot: { a: 1 } };
+  assert.deepStrictEqual(applySized(null, 0, snap, 77), { state: { a: 1 }, bytes: 77 });
+  assert.deepStrictEqual(applySized({ a: 1 }, 9, { type: 'CUSTOM', name: 'hx.stream_end', value: {} }, 60), { state: null, bytes: 0 });
+  const s = { a: 1 };
+  const r = applySized(s, 9, { type: 'CUSTOM', name: 'other' }, 60);
+  assert.strictEqual(r.state, s);
+  assert.equal(r.bytes, 9);
+  assert.throws(() => applySized({ a: 1 }, 9, { type: 'STATE_DELTA', delta: [{ op: 'remove', path: '/b' }] }, 30));
 });
 
 test("a source function's name: schema-qualified, read as PostgreSQL reads it, quoted exactly", () => {

@@ -5,8 +5,9 @@
 // stream's name and its snapshots from it (batched: one statement for many
 // keys) while its events come from hx_event as for any stream.  Here the
 // source is a table of threads of our own with no trigger, whose owner
-// writes each change and its event (a plain INSERT into hx_event) in one
-// transaction, as a library that keeps its own state would.
+// writes each change and its event to the thread's log stream
+// (hx_stream_send, which notifies a hint too) in one transaction, as a
+// library that keeps its own state would.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const h = require('../../test/js/helpers');
@@ -27,34 +28,23 @@ before(async () => {
     CREATE FUNCTION ${SOURCE}(keys text[])
     RETURNS TABLE (key text, stream text, seq bigint, state jsonb)
     LANGUAGE sql STABLE AS $$
-        SELECT t.thread_id, 'thread:' || t.thread_id, t.seq, t.state
+        SELECT t.thread_id, '@thread:' || t.thread_id, t.seq, t.state
           FROM app.threads t WHERE t.thread_id = ANY (keys)
     $$;`);
 });
 after(async () => { await db.end(); });
 
-/** A thread written the way its owner writes: the state, its seq, and the event, in one transaction. */
-async function write(key, event, notify) {
+/** A thread written the way its owner writes: its event, and the state and seq, in one transaction. */
+async function write(key, event) {
   await db.query('BEGIN');
   try {
-    const { rows } = await db.query(
-      `INSERT INTO app.threads AS t (thread_id, state, seq)
-       VALUES ($1, $2, 1)
-       ON CONFLICT (thread_id) DO UPDATE SET state = $2, seq = t.seq + 1
-       RETURNING t.seq::int AS seq, t.state`, [key, event.state]);
-    const stream = `thread:${key}`;
-    const { seq } = rows[0];
-    const logged = event.delta
-      ? { type: 'STATE_DELTA', delta: event.delta, metadata: { stream, seq } }
-      : { type: 'STATE_SNAPSHOT', snapshot: event.state, metadata: { stream, seq } };
-    await db.query('INSERT INTO hx_event (stream, seq, type, event) VALUES ($1, $2, $3, $4)',
-      [stream, seq, logged.type, logged]);
-    if (notify) {
-      await db.query('SELECT pg_notify(hx_stream_channel($1), $2)',
-        [stream, JSON.stringify({ ref: true, seq, type: logged.type, stream })]);
-    }
+    const sent = event.delta ? { type: 'STATE_DELTA', delta: event.delta } : { type: 'STATE_SNAPSHOT', snapshot: event.state };
+    const { rows } = await db.query('SELECT hx_stream_send($1, $2)::int AS seq', [`@thread:${key}`, sent]);
+    await db.query(
+      `INSERT INTO app.threads AS t (thread_id, state, seq) VALUES ($1, $2, $3)
+       ON CONFLICT (thread_id) DO UPDATE SET state = $2, seq = $3`, [key, event.state, rows[0].seq]);
     await db.query('COMMIT');
-    return seq;
+    return rows[0].seq;
   } catch (err) {
     await db.query('ROLLBACK');
     throw err;
@@ -77,8 +67,8 @@ test('the sources option: a name with no schema, or three parts, is refused', ()
 for (const transport of ['wal', 'listen']) {
   test(`snapshots from a function, events from the log, over ${transport === 'wal' ? 'the WAL' : 'LISTEN'}`, async () => {
     const keys = KEYS.map((k) => `${transport}-${k}`);
-    for (const key of keys) await write(key, { state: { n: 0, key } }, false);
-    await write(keys[0], { state: { n: 1, key: keys[0] }, delta: [{ op: 'replace', path: '/n', value: 1 }] }, false);
+    for (const key of keys) await write(key, { state: { n: 0, key } });
+    await write(keys[0], { state: { n: 1, key: keys[0] }, delta: [{ op: 'replace', path: '/n', value: 1 }] });
     const hub = new HxHub({ pg: { database: DB }, transport, pollInterval: 0, sources: { threads: SOURCE } });
     await hub.start();
     try {
@@ -95,7 +85,7 @@ for (const transport of ['wal', 'listen']) {
       // one statement for the names of all, one (or two) for their snapshots
       assert.equal(hub.stats.nameReads, 1);
       assert.ok(hub.stats.snapshotReads <= 2, `${hub.stats.snapshotReads} snapshot reads`);
-      assert.deepStrictEqual(subs.map((s) => s.stream), keys.map((k) => `thread:${k}`));
+      assert.deepStrictEqual(subs.map((s) => s.stream), keys.map((k) => `@thread:${k}`));
       assert.deepStrictEqual(subs.map((s) => s.seq), keys.map((k, i) => (i === 0 ? 2 : 1)));
       assert.deepStrictEqual(subs[0].state, { n: 1, key: keys[0] });
 
@@ -103,8 +93,7 @@ for (const transport of ['wal', 'listen']) {
       for (let i = 2; i <= 6; i++) {
         for (const key of keys) {
           const before = (await threadState(key)).state;
-          await write(key, { state: { ...before, n: before.n + 1 }, delta: [{ op: 'replace', path: '/n', value: before.n + 1 }] },
-            transport === 'listen');
+          await write(key, { state: { ...before, n: before.n + 1 }, delta: [{ op: 'replace', path: '/n', value: before.n + 1 }] });
         }
       }
       for (const [i, key] of keys.entries()) {
@@ -118,7 +107,7 @@ for (const transport of ['wal', 'listen']) {
 
       // a resume point the log no longer continues: a resync, from the function
       const key = keys[1];
-      await db.query(`DELETE FROM hx_event WHERE stream = $1 AND seq <= 3`, [`thread:${key}`]);
+      await db.query(`DELETE FROM hx_event WHERE stream = $1 AND seq <= 3`, [`@thread:${key}`]);
       const resumed = hub.follow({ table: 'threads', key }, { after: 1 });
       const resyncs = [];
       resumed.on('resync', (info) => resyncs.push(info));

@@ -1,5 +1,6 @@
 'use strict';
-// AG-UI events as server-sent events, checked before they go out.
+// AG-UI events as server-sent events, checked before they go out, and
+// serialised once for every response that sends them.
 //
 // An event goes out only if @ag-ui/client would take it: it must parse
 // with @ag-ui/core's EventSchemas (what the client's enforceEvents runs on
@@ -8,14 +9,26 @@
 // "constructor": the client would keep its old state).  hxstate sends a
 // snapshot instead of such a delta, so a refusal here means something else
 // wrote the log; the gateway then sends a fresh snapshot instead (see
-// gateway.js).
+// follow.js).
 //
-// The hub hands every subscription of a stream the same event object, so
-// an event's check and its serialised frame are computed once and kept in
-// a WeakMap for as long as the event lives.
+// A frame is a Buffer, written to every socket that sends it without a
+// copy (see sse.js):
+//   - the hub hands every subscription of a stream the same event object,
+//     so a logged event's frame is kept in a WeakMap for as long as the
+//     event lives;
+//   - snapshots are made per subscription, but a stream's snapshot at one
+//     seq is one state, so snapshot frames (and MESSAGES_SNAPSHOT frames)
+//     are shared by stream and seq for as long as a response holds one
+//     (a WeakRef cache): sixty browsers joining a stream with a 4 MB state
+//     cost one 4 MB frame, not sixty.
 const { EventSchemas } = require('@ag-ui/core/schemas');
 
-const frames = new WeakMap(); // event -> {ok, frame, reason}
+const byEvent = new WeakMap(); // event -> {ok, frame, reason}
+const shared = new Map();      // "<stream>\0<seq>\0<kind>" -> WeakRef({ok, frame, reason})
+const sweep = new FinalizationRegistry((key) => {
+  const ref = shared.get(key);
+  if (ref && ref.deref() === undefined) shared.delete(key);
+});
 
 /** Does fast-json-patch refuse this pointer (applyOperation's banPrototypeModifications)? */
 function bannedPath(path) {
@@ -45,8 +58,8 @@ function refusal(event) {
 }
 
 /**
- * One SSE message: the event's seq as its id (when it has one), the event
- * as its data.  Lines end with LF only: @ag-ui/client splits messages on
+ * One SSE message as text: the seq as its id (when given), the event as
+ * its data.  Lines end with LF only: @ag-ui/client splits messages on
  * "\n\n".  JSON.stringify never emits a raw newline, so the data is one
  * line.
  */
@@ -54,15 +67,50 @@ function sse(event, id) {
   return id === undefined || id === null ? `data: ${JSON.stringify(event)}\n\n` : `id: ${id}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
-/** The checked frame of a stream's event: {ok: true, frame} or {ok: false, reason}. */
+/**
+ * An event, checked, as a frame entry: {ok: true, frame, seq} (seq: the
+ * SSE id, if any) or {ok: false, reason}.
+ */
+function frameFor(event, id) {
+  const reason = refusal(event);
+  if (reason) return { ok: false, reason };
+  return { ok: true, frame: Buffer.from(sse(event, id)), seq: id === undefined || id === null ? undefined : id };
+}
+
+function check(event) {
+  return frameFor(event, event.metadata && event.metadata.seq);
+}
+
+/**
+ * The checked frame of a stream's event ({ok: true, frame} or {ok: false,
+ * reason}), its seq as the SSE id.  Snapshots are shared by stream and seq.
+ */
 function frameOf(event) {
-  let f = frames.get(event);
+  let f = byEvent.get(event);
+  if (f) return f;
+  if (event.type === 'STATE_SNAPSHOT' && event.metadata && event.metadata.stream !== undefined) {
+    f = sharedFrame(event.metadata.stream, event.metadata.seq, 'state', () => check(event));
+  } else {
+    f = check(event);
+  }
+  byEvent.set(event, f);
+  return f;
+}
+
+/**
+ * The value of kind for (stream, seq) (a frame entry, a projection: an
+ * object), made by make() unless someone still holds the one made before.
+ */
+function sharedFrame(stream, seq, kind, make) {
+  const key = `${stream}\u0000${seq}\u0000${kind}`;
+  const ref = shared.get(key);
+  let f = ref && ref.deref();
   if (!f) {
-    const reason = refusal(event);
-    f = reason ? { ok: false, reason } : { ok: true, frame: sse(event, event.metadata && event.metadata.seq) };
-    frames.set(event, f);
+    f = make();
+    shared.set(key, new WeakRef(f));
+    sweep.register(f, key);
   }
   return f;
 }
 
-module.exports = { frameOf, refusal, bannedPath, sse };
+module.exports = { frameOf, frameFor, sharedFrame, refusal, bannedPath, sse };

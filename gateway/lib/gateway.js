@@ -2,70 +2,54 @@
 // hxstate-gateway: hxstate streams as server-sent events, for browsers
 // (EventSource) and for @ag-ui/client (HttpAgent), on one HxHub.
 //
-//   GET  /streams/<table>/<key>   the stream: a STATE_SNAPSHOT, then every event; SSE id = seq
-//   POST /agents/<table>/<key>    the same stream as an AG-UI run (RUN_STARTED ... RUN_FINISHED)
-//   GET  /view/<table>/<key>      the live view (HTML), and /phases/<table>/<key> (its phases, SSE)
-//   GET  /assets/view.js|view.css the live view's script and style
-//   GET  /healthz                 {"ok": true, "transport": ...}; nothing of any state
+//   GET  /streams/<table>/<key>          the stream as an AG-UI run: RUN_STARTED, the
+//                                        prelude, every event; SSE id = seq (stream.js)
+//   POST /agents/<table>/<key>           the same, for HttpAgent, with the application's
+//                                        run hook and outcomes (run.js)
+//   GET  /agents/<table>/<key>/capabilities, /capabilities/<table>
+//                                        the table's AG-UI capabilities (agui.js)
+//   GET  /view/<table>/<key>             the live view (HTML), /phases/<table>/<key>
+//   GET  /assets/view.js|view.css        its script and style (views.js)
+//   GET  /healthz                        {"ok": true, "transport": ...}; nothing of any state
 //
-// Every browser request is one subscription of the hub (hub.follow), so
-// each has its own position (Last-Event-ID resumes from the log), its own
-// queue (a slow browser holds back only itself) and its own state of
-// play; the hub shares the work of subscriptions of one stream.  The
-// gateway asks for no states (state: false): it forwards events, and a
-// snapshot event carries its state.
-//
-// The rules it relies on, from the hub's contract (client/README.md):
-//   - a subscription hands out a snapshot (or, with after, the events
-//     after that seq) and then every seq once, in order; after 'resync' a
-//     fresh snapshot, whose seq is the id the browser resumes from;
-//   - an 'event' listener that returns a promise holds the next event back,
-//     and a subscription never queues more than maxQueue events
-//     (overflow 'snapshot': the queue is dropped and a fresh snapshot
-//     follows; 'log': the events are read from the log later);
-//   - ready rejects when the subscription cannot start (a key its type
-//     rejects: SQLSTATE class 22).
-const fs = require('node:fs');
-const path = require('node:path');
+// This file is the coordinator: options, the order in which a request is
+// checked (limits.js: what a client may spend), and closing.  Every
+// response for a stream is one Follower (follow.js) on the hub, writing to
+// one SseResponse (sse.js: what a client may hold, in bytes).
 const { HxHub } = require('hxstate-client');
-const { RunAgentInputSchema } = require('@ag-ui/core/schemas');
-const { frameOf, refusal, sse } = require('./frames');
+const { HttpError, ClientSlots, BodyReader } = require('./limits');
 const { tokenAuthorizer } = require('./token');
-const { Machines } = require('./machines');
+const { Machines, clientFor } = require('./machines');
+const { normaliseTables, streamPrefixes, prefixClash } = require('./config');
+const { capabilitiesOf } = require('./agui');
+const { serveStream } = require('./stream');
+const { serveRun, parseInput } = require('./run');
+const { loadAssets, serveAsset, serveView, servePhases } = require('./views');
+const { version } = require('../package.json');
 
-const VIEW_DIR = path.join(__dirname, '..', 'view');
 const KEY_MAX_BYTES = 1024;
-const ENDED_MAX = 10000;
+const ROUTES = ['streams', 'agents', 'view', 'phases', 'assets', 'healthz', 'capabilities'];
 
 const DEFAULTS = {
   tables: ['sessions'],
-  maxQueue: 64,
+  maxQueue: 256,
   overflow: 'snapshot',
   heartbeat: 15000,
   retry: 2000,
   maxPerClient: 32,
   maxRunMs: 0,
-  maxBody: 16 * 1024 * 1024,
+  maxBody: 1024 * 1024,
+  maxBodyTotal: 64 * 1024 * 1024,
+  bodyTimeout: 10000,
+  maxClientBytes: 1024 * 1024,
+  stallTimeout: 30000,
   phaseInterval: 1000,
   cors: null,
+  run: null,
 };
 
-class HttpError extends Error {
-  constructor(status, message) {
-    super(message);
-    this.status = status;
-  }
-}
-
-/** The status a subscription's failure to start means for the request. */
-function statusOf(err) {
-  const code = err && err.code;
-  if (typeof code === 'string') {
-    if (code.startsWith('22')) return 400;           // the key's type rejects it
-    if (code === '42P01' || code === '42704') return 404; // no such table, or no stream trigger
-  }
-  if (err && /no stream for key/.test(err.message)) return 404;
-  return 503;
+function positiveInt(o, name, min = 1) {
+  if (!Number.isSafeInteger(o[name]) || o[name] < min) throw new TypeError(`hxstate-gateway: options.${name} is an integer >= ${min}`);
 }
 
 function defaultClientId(req) {
@@ -76,185 +60,37 @@ function defaultLog(level, message) {
   if (level === 'error' || level === 'warn') console.error(`hxstate-gateway: ${message}`);
 }
 
-// ---------------------------------------------------------------------
-// One SSE response
-// ---------------------------------------------------------------------
-
-/**
- * A text/event-stream response.  Headers go out with the first write (so
- * that a request refused late, e.g. a key its type rejects, still gets a
- * status); writes report backpressure as a promise that settles once the
- * socket has drained (or closed).
- */
-class SseResponse {
-  constructor(gw, req, res, kind, clientId) {
-    this.gw = gw;
-    this.req = req;
-    this.res = res;
-    this.kind = kind;
-    this.clientId = clientId;
-    this.opened = false;
-    this.closed = false;
-    this.lastWrite = Date.now();
-    this.onClose = null;     // set by the owner: the client went away or we ended
-    this.finish = null;      // set by the owner: what to send when the gateway closes
-    res.on('close', () => this._closed());
-  }
-
-  open() {
-    if (this.opened || this.closed) return;
-    this.opened = true;
-    const headers = {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      'x-accel-buffering': 'no', // proxies that buffer (nginx) pass it through
-      connection: 'keep-alive',
-      ...this.gw._corsHeaders(),
-    };
-    this.res.writeHead(200, headers);
-    if (this.res.socket) {
-      this.res.socket.setNoDelay(true);
-      this.res.socket.setKeepAlive(true, 30000);
-    }
-    // the EventSource reconnection delay
-    this.res.write(`retry: ${this.gw._o.retry}\n\n`);
-  }
-
-  /** Write text; a promise when the socket's buffer is full (settles on drain or close). */
-  write(text) {
-    if (this.closed) return null;
-    this.open();
-    this.lastWrite = Date.now();
-    this.gw.stats.frames++;
-    if (this.res.write(text)) return null;
-    return new Promise((resolve) => {
-      const done = () => {
-        this.res.removeListener('drain', done);
-        this.res.removeListener('close', done);
-        resolve();
-      };
-      this.res.on('drain', done);
-      this.res.on('close', done);
-    });
-  }
-
-  heartbeat(now) {
-    if (!this.opened || this.closed || this.res.writableNeedDrain) return;
-    if (now - this.lastWrite < this.gw._o.heartbeat) return;
-    this.lastWrite = now;
-    this.gw.stats.heartbeats++;
-    this.res.write(':\n\n'); // an SSE comment: ignored by EventSource and @ag-ui/client
-  }
-
-  /** End the response cleanly (or with status, if nothing was sent yet). */
-  end(status, message) {
-    if (this.closed) return;
-    if (!this.opened && status) {
-      this.gw._refuse(this.res, status, message);
-    } else {
-      this.open();
-      this.res.end();
-    }
-    this._closed();
-  }
-
-  _closed() {
-    if (this.closed) return;
-    this.closed = true;
-    this.gw._forget(this);
-    if (this.onClose) this.onClose();
-  }
-}
-
-// ---------------------------------------------------------------------
-// Following a stream for one response
-// ---------------------------------------------------------------------
-
-/**
- * One subscription for one response, with the gateway's rule for events
- * @ag-ui/client would refuse: the event is not sent, and the
- * subscription starts again from a fresh snapshot (whose seq is past the
- * refused event's, so the browser's state is exact again).
- */
-class Follower {
-  constructor(gw, target, { after, onEvent, onEnd, onReady, onFail }) {
-    this.gw = gw;
-    this.target = target;
-    this.onEvent = onEvent;
-    this.onEnd = onEnd;
-    this.onReady = onReady;
-    this.onFail = onFail;
-    this.sub = null;
-    this.sent = after === null ? null : after; // the seq of the last event sent
-    this.stopped = false;
-    this._follow(after);
-  }
-
-  _follow(after) {
-    const { table, key } = this.target;
-    const options = { state: false, maxQueue: this.gw._o.maxQueue, overflow: this.gw._o.overflow };
-    if (after !== null) options.after = after;
-    const sub = this.gw.hub.follow({ table, key }, options);
-    this.sub = sub;
-    sub.on('event', (event) => (this.sub === sub ? this._event(event) : null));
-    sub.on('end', (event) => { if (this.sub === sub && !this.stopped) this.onEnd(event); });
-    sub.on('error', (err) => this.gw._log('warn', `${table}:${key}: ${err.message}`));
-    sub.ready.then(() => {
-      if (this.sub === sub && !this.stopped && this.onReady) this.onReady();
-    }, (err) => {
-      if (this.sub === sub && !this.stopped) this.onFail(err);
-    });
-  }
-
-  _event(event) {
-    if (this.stopped) return null;
-    const f = frameOf(event);
-    if (!f.ok) {
-      this.gw.stats.refused_events++;
-      this.gw._log('warn', `${this.target.stream}: not sent, a fresh snapshot instead: ${f.reason}`);
-      const old = this.sub;
-      this.sub = null;
-      old.stop();
-      this._follow(null);
-      return null;
-    }
-    this.sent = event.metadata.seq;
-    return this.onEvent(event, f.frame);
-  }
-
-  stop() {
-    if (this.stopped) return;
-    this.stopped = true;
-    if (this.sub) this.sub.stop();
-  }
-}
-
-// ---------------------------------------------------------------------
-// The gateway
-// ---------------------------------------------------------------------
-
 class Gateway {
   constructor(options) {
     const o = { ...DEFAULTS, ...(options || {}) };
-    if (!Array.isArray(o.tables) || o.tables.length === 0) throw new TypeError('hxstate-gateway: options.tables lists the tables served');
     if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
+    for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout']) positiveInt(o, name);
+    if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal})');
     if (typeof o.authorize !== 'function') {
       if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
       else throw new TypeError('hxstate-gateway: give options.authorize (a function of the request and the stream) or options.secret (signed tokens)');
     }
     this._o = o;
-    this._tables = new Set(o.tables.map(String));
+    this.tables = normaliseTables(o.tables, { messages: o.messages, interrupt: o.interrupt });
+    this._tables = new Map(this.tables.map((t) => [t.name, t]));
     this._log = o.log || defaultLog;
     this._clientId = o.clientId || defaultClientId;
     this._ownHub = !o.hub;
-    this.hub = o.hub || new HxHub({ pg: o.pg, transport: o.transport || 'auto', maxQueue: o.maxQueue, ...(o.hubOptions || {}) });
+    const sources = this.tables.filter((t) => t.source);
+    const hubOptions = { pg: o.pg, transport: o.transport || 'auto', maxQueue: o.maxQueue, ...(o.hubOptions || {}) };
+    if (sources.length > 0) hubOptions.sources = { ...(hubOptions.sources || {}), ...Object.fromEntries(sources.map((t) => [t.name, t.source])) };
+    // with a hub of yours, its sources are yours to give (HxHub's sources option)
+    this.hub = o.hub || new HxHub(hubOptions);
+    const started = this._ownHub ? this.hub.start() : Promise.resolve();
     if (this._ownHub) {
       this.hub.on('error', (err) => this._log('warn', `hub: ${err.message}`));
       this.hub.on('transport', ({ transport, reason }) => this._log('info', `following over ${transport}${reason ? ` (${reason})` : ''}`));
-      this.ready = this.hub.start();
-    } else {
-      this.ready = Promise.resolve();
     }
+    // a gateway that cannot start lets go of what it started
+    this.ready = Promise.all([started, this._checkPrefixes()]).then(() => undefined, async (err) => {
+      if (this._ownHub) await this.hub.stop().catch(() => {});
+      throw err;
+    });
     this.ready.catch(() => {});
     this._machines = new Machines({
       pg: o.phasePg || o.pg,
@@ -262,30 +98,48 @@ class Gateway {
       onError: (err) => this._log('warn', `phases: ${err.message}`),
     });
     this._conns = new Set();
-    this._perClient = new Map();
-    this._ended = new Map();       // stream -> seq of the hx.stream_end this gateway sent last
+    this._slots = new ClientSlots(o.maxPerClient);
+    this._bodies = new BodyReader({ maxBody: o.maxBody, maxBodyTotal: o.maxBodyTotal, bodyMs: o.bodyTimeout });
     this._closing = null;
-    this._assets = new Map();
-    for (const [file, type] of [['view.js', 'text/javascript'], ['view.css', 'text/css'], ['view.html', 'text/html']]) {
-      this._assets.set(file, { type: `${type}; charset=utf-8`, body: fs.readFileSync(path.join(VIEW_DIR, file)) });
-    }
-    const beat = Math.max(50, Math.floor(o.heartbeat / 2));
+    this._assets = loadAssets();
+    const beat = Math.max(50, Math.floor(Math.min(o.heartbeat, o.stallTimeout) / 2));
     this._beat = setInterval(() => {
       const now = Date.now();
-      for (const c of this._conns) c.heartbeat(now);
+      for (const c of this._conns) c.tick(now);
     }, beat);
     this._beat.unref();
     /** Counters, for monitoring and tests. */
     this.stats = {
       streams: 0, runs: 0, views: 0, // open now
       frames: 0, heartbeats: 0, refused_events: 0,
-      status: { 204: 0, 400: 0, 401: 0, 403: 0, 404: 0, 405: 0, 413: 0, 429: 0, 500: 0, 503: 0 },
+      overflows: 0, stalled: 0, crossed_ends: 0, dropped_messages: 0,
+      status: { 204: 0, 400: 0, 401: 0, 403: 0, 404: 0, 405: 0, 408: 0, 413: 0, 429: 0, 500: 0, 503: 0 },
     };
     this.handler = this.handler.bind(this);
   }
 
   /** Open SSE responses now. */
   get clients() { return this._conns.size; }
+
+  /** Bytes of request bodies being read now. */
+  get bodyBytes() { return this._bodies.inFlight; }
+
+  /** Refuse to serve two tables whose streams would be one (see config.js). */
+  async _checkPrefixes() {
+    const plain = this.tables.filter((t) => !t.source);
+    if (plain.length < 2) return;
+    const client = await clientFor(this._o.phasePg || this._o.pg);
+    await client.connect();
+    let prefixes;
+    try {
+      prefixes = await streamPrefixes(client, plain);
+    } finally {
+      await client.end().catch(() => {});
+    }
+    const clash = prefixClash(prefixes);
+    if (clash) throw new Error(`hxstate-gateway: ${clash}`);
+    this.prefixes = prefixes;
+  }
 
   // -- requests ------------------------------------------------------------
 
@@ -296,7 +150,7 @@ class Gateway {
   handler(req, res, next) {
     this._route(req, res, next).catch((err) => {
       if (err instanceof HttpError) {
-        this._refuse(res, err.status, err.message);
+        this._refuse(res, err.status, err.message, err.headers);
         return;
       }
       this._log('error', `${req.method} ${req.url}: ${err.stack || err.message}`);
@@ -313,8 +167,7 @@ class Gateway {
     }
     const parts = url.pathname.split('/');
     const route = parts[1];
-    const routes = ['streams', 'agents', 'view', 'phases', 'assets', 'healthz'];
-    if (!routes.includes(route)) {
+    if (!ROUTES.includes(route)) {
       if (typeof next === 'function') return next();
       throw new HttpError(404, 'not found');
     }
@@ -332,48 +185,67 @@ class Gateway {
     if (route === 'healthz' && parts.length === 2) {
       return this._json(res, 200, { ok: true, transport: this.hub.transport, clients: this.clients });
     }
-    if (route === 'assets' && parts.length === 3 && ['view.js', 'view.css'].includes(parts[2])) {
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'GET only');
-      const a = this._assets.get(parts[2]);
-      res.writeHead(200, { 'content-type': a.type, 'cache-control': 'no-cache', 'content-length': a.body.length });
-      res.end(req.method === 'HEAD' ? undefined : a.body);
-      return undefined;
+    if (route === 'assets' && parts.length === 3) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'GET only', { allow: 'GET, HEAD' });
+      if (serveAsset(this._assets, req, res, parts[2])) return undefined;
+      throw new HttpError(404, 'not found');
+    }
+    const capabilities = (route === 'capabilities' && parts.length === 3) || (route === 'agents' && parts.length === 5 && parts[4] === 'capabilities');
+    if (capabilities) {
+      if (req.method !== 'GET') throw new HttpError(405, 'GET only', { allow: 'GET' });
+      const table = this._table(parts[2]);
+      return this._json(res, 200, capabilitiesOf(table, { hook: !!this._o.run, maxRunMs: this._o.maxRunMs, version }));
     }
     const target = this._target(route, parts, url);
     const method = route === 'agents' ? 'POST' : 'GET';
-    if (req.method !== method) {
-      res.setHeader('allow', method);
-      throw new HttpError(405, `${method} only`);
-    }
-    const after = route === 'streams' ? this._lastEventId(req, url) : null;
+    if (req.method !== method) throw new HttpError(405, `${method} only`, { allow: method });
+    const after = route === 'streams' || route === 'agents' ? this._lastEventId(req, url) : null;
     await this._authorize(req, target);
-    if (route === 'view') return this._serveView(req, res, target);
+    if (route === 'view') return serveView(this._assets, req, res, target);
+    // counted from here, before any body: a POST holds its place as it arrives
     const clientId = this._clientId(req);
-    const n = this._perClient.get(clientId) || 0;
-    if (n >= this._o.maxPerClient) {
-      res.setHeader('retry-after', '10');
-      throw new HttpError(429, `too many open streams from this client (${this._o.maxPerClient})`);
+    const release = this._slots.take(clientId);
+    const table = this._tables.get(target.table);
+    try {
+      if (route === 'agents') {
+        const body = await this._bodies.read(req);
+        if (this._closing) throw new HttpError(503, 'the gateway is closing');
+        const { input, maxDurationMs } = parseInput(body, { hook: this._o.run });
+        return serveRun(this, req, res, { target, table, clientId, release, after, input, maxDurationMs });
+      }
+      if (route === 'phases') return servePhases(this, req, res, { target, clientId, release });
+      return serveStream(this, req, res, { target, table, clientId, release, after });
+    } catch (err) {
+      release();
+      throw err;
     }
-    if (route === 'agents') {
-      const input = await this._runInput(req);
-      return this._serveRun(req, res, target, clientId, input);
-    }
-    if (route === 'phases') return this._servePhases(req, res, target, clientId);
-    return this._serveStream(req, res, target, clientId, after);
   }
 
-  /** {table, key, stream, url} of /<route>/<table>/<key>; 404 or 400 if not one. */
+  /** The configuration of the URL's table (percent-encoded); 404 if it is not served. */
+  _table(segment) {
+    let name;
+    try {
+      name = decodeURIComponent(segment);
+    } catch (err) {
+      throw new HttpError(400, 'malformed URL');
+    }
+    const table = this._tables.get(name);
+    if (!table) throw new HttpError(404, `no such table: ${name}`);
+    return table;
+  }
+
+  /** {table, key, stream, kind, url} of /<route>/<table>/<key>; 404 or 400 if not one. */
   _target(route, parts, url) {
-    if (parts.length !== 4 || parts[2] === '' || route === 'assets' || route === 'healthz') throw new HttpError(404, 'not found');
-    let table;
+    if (parts.length !== 4 || parts[2] === '' || route === 'assets' || route === 'healthz' || route === 'capabilities') {
+      throw new HttpError(404, 'not found');
+    }
     let key;
     try {
-      table = decodeURIComponent(parts[2]);
       key = decodeURIComponent(parts[3]);
     } catch (err) {
       throw new HttpError(400, 'malformed key: not a percent-encoded UTF-8 string');
     }
-    if (!this._tables.has(table)) throw new HttpError(404, `no such table: ${table}`);
+    const table = this._table(parts[2]).name;
     if (key === '') throw new HttpError(400, 'malformed key: empty');
     if (key.includes('\u0000')) throw new HttpError(400, 'malformed key: it contains a NUL character');
     if (Buffer.byteLength(key) > KEY_MAX_BYTES) throw new HttpError(400, `malformed key: longer than ${KEY_MAX_BYTES} bytes`);
@@ -405,207 +277,57 @@ class Gateway {
     throw new HttpError(403, 'forbidden');
   }
 
-  /** The RunAgentInput of a POST; 400 if it is not one, 413 if too large. */
-  async _runInput(req) {
-    const chunks = [];
-    let size = 0;
-    for await (const chunk of req) {
-      size += chunk.length;
-      if (size > this._o.maxBody) throw new HttpError(413, `the request body is larger than ${this._o.maxBody} bytes`);
-      chunks.push(chunk);
-    }
-    let body;
-    try {
-      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    } catch (err) {
-      throw new HttpError(400, 'the body is not JSON');
-    }
-    const r = RunAgentInputSchema.safeParse(body);
-    if (!r.success) throw new HttpError(400, `the body is not a RunAgentInput: ${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`);
-    const props = body.forwardedProps && body.forwardedProps.hxstate;
-    const maxMs = props && Number.isFinite(props.maxDurationMs) && props.maxDurationMs > 0 ? props.maxDurationMs : 0;
-    return { threadId: body.threadId, runId: body.runId, maxDurationMs: maxMs };
-  }
-
   // -- responses -------------------------------------------------------------
 
   _corsHeaders() {
     return this._o.cors ? { 'access-control-allow-origin': this._o.cors, vary: 'origin' } : {};
   }
 
-  _refuse(res, status, message) {
+  _refuse(res, status, message, extra) {
     if (this.stats.status[status] !== undefined) this.stats.status[status]++;
     if (res.headersSent) {
       res.destroy();
       return;
     }
-    const headers = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...this._corsHeaders() };
+    const headers = {
+      'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff',
+      ...this._corsHeaders(), ...(extra || {}),
+    };
     if (status === 401) headers['www-authenticate'] = 'Bearer realm="hxstate"';
     res.writeHead(status, headers);
     res.end(status === 204 ? undefined : JSON.stringify({ error: message || String(status) }));
+    if (headers.connection === 'close' && res.socket) {
+      // a body we will not read: let the response go, then close
+      const socket = res.socket;
+      res.once('finish', () => socket.end());
+      setTimeout(() => socket.destroy(), 1000).unref();
+    }
   }
 
   _json(res, status, value) {
-    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...this._corsHeaders() });
+    res.writeHead(status, {
+      'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff',
+      ...this._corsHeaders(),
+    });
     res.end(JSON.stringify(value));
   }
 
-  _track(conn) {
+  _track(conn, release) {
     this._conns.add(conn);
-    this._perClient.set(conn.clientId, (this._perClient.get(conn.clientId) || 0) + 1);
+    conn.releaseSlot = release;
     this.stats[conn.kind === 'run' ? 'runs' : conn.kind === 'stream' ? 'streams' : 'views']++;
   }
 
   _forget(conn) {
     if (!this._conns.delete(conn)) return;
-    const n = (this._perClient.get(conn.clientId) || 1) - 1;
-    if (n > 0) this._perClient.set(conn.clientId, n);
-    else this._perClient.delete(conn.clientId);
+    if (conn.releaseSlot) conn.releaseSlot();
     this.stats[conn.kind === 'run' ? 'runs' : conn.kind === 'stream' ? 'streams' : 'views']--;
-  }
-
-  _rememberEnd(stream, seq) {
-    this._ended.delete(stream);
-    this._ended.set(stream, seq);
-    if (this._ended.size > ENDED_MAX) this._ended.delete(this._ended.keys().next().value);
-  }
-
-  /** GET /streams/<table>/<key>: the stream as SSE, resumable by Last-Event-ID. */
-  _serveStream(req, res, target, clientId, after) {
-    const conn = new SseResponse(this, req, res, 'stream', clientId);
-    this._track(conn);
-    // a reconnect right after the hx.stream_end this gateway sent: if
-    // nothing follows it, 204 tells the EventSource to stop reconnecting
-    const endedAt = after !== null && this._ended.get(target.stream) === after;
-    let got = false;
-    const f = new Follower(this, target, {
-      after,
-      onEvent: (event, frame) => {
-        got = true;
-        return conn.write(frame);
-      },
-      onEnd: (event) => {
-        this._rememberEnd(target.stream, event.metadata.seq);
-        f.stop();
-        conn.end(); // after the hx.stream_end frame: 'end' follows the event's write
-      },
-      onReady: () => {
-        if (endedAt && !got) {
-          f.stop();
-          conn.end(204);
-          return;
-        }
-        conn.open();
-      },
-      onFail: (err) => {
-        f.stop();
-        conn.end(statusOf(err), statusOf(err) === 400 ? `malformed key: ${err.message}` : err.message);
-      },
-    });
-    conn.onClose = () => f.stop();
-    conn.finish = () => conn.end();
-  }
-
-  /**
-   * POST /agents/<table>/<key>: the stream as one AG-UI run.  RUN_STARTED
-   * (the input's threadId and runId), then the stream's events, then
-   * RUN_FINISHED when the stream ends (after its hx.stream_end), when the
-   * run's maximum duration is reached or when the gateway closes, with
-   * result {stream, seq, reason}.  A client that disconnects ends the run
-   * with nothing more sent.
-   */
-  _serveRun(req, res, target, clientId, input) {
-    const conn = new SseResponse(this, req, res, 'run', clientId);
-    this._track(conn);
-    const { threadId, runId } = input;
-    let started = false;
-    let finished = false;
-    let timer = null;
-    const start = () => {
-      if (started) return;
-      started = true;
-      conn.write(sse({ type: 'RUN_STARTED', threadId, runId, timestamp: Date.now() }));
-    };
-    const finish = (reason, extra) => {
-      if (finished || conn.closed) return;
-      finished = true;
-      clearTimeout(timer);
-      f.stop();
-      start();
-      const event = {
-        type: 'RUN_FINISHED', threadId, runId, timestamp: Date.now(),
-        result: { stream: target.stream, seq: f.sent === null ? 0 : f.sent, reason, ...(extra || {}) },
-      };
-      const why = refusal(event);
-      conn.write(why ? sse({ type: 'RUN_ERROR', message: why, code: 'hxstate_gateway', timestamp: Date.now() }) : sse(event));
-      conn.end();
-    };
-    const f = new Follower(this, target, {
-      after: null,
-      onEvent: (event, frame) => {
-        start();
-        return conn.write(frame);
-      },
-      onEnd: (event) => finish('stream_end', { end: event.value === undefined ? null : event.value }),
-      onReady: start,
-      onFail: (err) => {
-        if (!started) {
-          f.stop();
-          conn.end(statusOf(err), err.message);
-          return;
-        }
-        finished = true;
-        clearTimeout(timer);
-        f.stop();
-        conn.write(sse({ type: 'RUN_ERROR', message: err.message, code: 'hxstate_failed', timestamp: Date.now() }));
-        conn.end();
-      },
-    });
-    const limits = [this._o.maxRunMs, input.maxDurationMs].filter((ms) => ms > 0);
-    if (limits.length > 0) timer = setTimeout(() => finish('max_duration'), Math.min(...limits));
-    conn.onClose = () => {
-      clearTimeout(timer);
-      f.stop();
-    };
-    conn.finish = () => finish('gateway_closed');
-  }
-
-  /** GET /view/<table>/<key>: the live view's page. */
-  _serveView(req, res, target) {
-    const page = this._assets.get('view.html').body.toString('utf8')
-      .replace(/\{\{title\}\}/g, escapeHtml(target.stream));
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'x-frame-options': 'DENY' });
-    res.end(page);
-  }
-
-  /**
-   * GET /phases/<table>/<key>: the table's machine (event "machine"), then
-   * the row's phase now and at each change (event "phase"), polled.
-   */
-  _servePhases(req, res, target, clientId) {
-    const conn = new SseResponse(this, req, res, 'view', clientId);
-    this._track(conn);
-    let unwatch = null;
-    conn.onClose = () => { if (unwatch) unwatch(); };
-    conn.finish = () => conn.end();
-    this._machines.machine(target.table).then((m) => {
-      if (conn.closed) return;
-      conn.write(`event: machine\ndata: ${JSON.stringify(m)}\n\n`);
-      if (!m.machine) return;
-      unwatch = this._machines.watch(target.table, target.key, (p) => {
-        conn.write(`event: phase\ndata: ${JSON.stringify(p)}\n\n`);
-      });
-      if (conn.closed) unwatch();
-    }, (err) => {
-      this._log('warn', `phases of ${target.table}: ${err.message}`);
-      conn.end(503, 'the machine could not be read');
-    });
   }
 
   // -- closing ---------------------------------------------------------------
 
   /**
-   * Close: every open response ends (a run with RUN_FINISHED, reason
+   * Close: every open response ends (RUN_FINISHED, reason
    * "gateway_closed"), every subscription stops, and the gateway's own
    * hub and connection close.  Browsers reconnect (EventSource) to
    * whatever serves the URL next.
@@ -619,20 +341,17 @@ class Gateway {
         else c.end();
       }
       await this._machines.close();
+      await this.ready.catch(() => {});
       if (this._ownHub) await this.hub.stop();
     })();
     return this._closing;
   }
 }
 
-function escapeHtml(s) {
-  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
 /**
  * createGateway(options): a Gateway; mount gateway.handler in a
  * node:http server (or Connect/Express), await gateway.ready before
- * listening if it has a hub of its own, and await gateway.close() to stop.
+ * listening, and await gateway.close() to stop.
  */
 function createGateway(options) {
   return new Gateway(options);

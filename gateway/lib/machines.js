@@ -14,17 +14,10 @@
 // polls run on one connection of their own, opened when the first view
 // opens and closed when the gateway closes.
 const pg = require('pg');
+const { triggerArgs } = require('./config');
 
 function quoteIdent(name) {
   return `"${String(name).replace(/"/g, '""')}"`;
-}
-
-/** pg_trigger.tgargs: each argument followed by a NUL byte. */
-function triggerArgs(buf) {
-  const text = Buffer.isBuffer(buf) ? buf.toString('utf8') : String(buf || '');
-  const parts = text.split('\u0000');
-  parts.pop();
-  return parts;
 }
 
 class Machines {
@@ -47,9 +40,7 @@ class Machines {
     if (this._client) return this._client;
     if (!this._connecting) {
       this._connecting = (async () => {
-        let c = typeof this._config === 'function' ? await this._config('reader') : this._config;
-        if (typeof c === 'string') c = { connectionString: c };
-        const client = new pg.Client({ fallback_application_name: 'hxstate-gateway', ...(c || {}) });
+        const client = await clientFor(this._config);
         client.on('error', () => { if (this._client === client) this._client = null; });
         client.on('end', () => { if (this._client === client) this._client = null; });
         await client.connect();
@@ -204,4 +195,11 @@ class Machines {
   }
 }
 
-module.exports = { Machines, triggerArgs };
+/** A pg.Client for config (an object, a connection string, or a function (role) => either). */
+async function clientFor(config) {
+  let c = typeof config === 'function' ? await config('reader') : config;
+  if (typeof c === 'string') c = { connectionString: c };
+  return new pg.Client({ fallback_application_name: 'hxstate-gateway', ...(c || {}) });
+}
+
+module.exports = { Machines, clientFor };

@@ -1,11 +1,13 @@
 'use strict';
 // A real browser follows a session in the live view: Debian's chromium,
 // driven by playwright-core (never a downloaded browser).  The page loads
-// from the gateway alone, shows the row's state and its phase on the
-// machine, survives a server-side disconnect (the gateway closes every SSE
-// response and comes back on the same port; the page's EventSource
-// reconnects with Last-Event-ID and resumes with no snapshot), and ends
-// showing the row's final state.  A screenshot is kept under
+// from the gateway alone (under its Content-Security-Policy), shows the
+// row's state, its conversation and its phase on the machine, survives a
+// restart of the gateway (it closes every SSE response and comes back on
+// the same port) and a dropped connection (its socket destroyed mid-stream):
+// each time the page's EventSource reconnects with Last-Event-ID and
+// resumes with no second snapshot, and it ends with the row's state and
+// conversation exactly.  A screenshot is kept under
 // test/artifacts/ as the run's record of what a person sees.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
@@ -13,7 +15,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const t = require('./helpers');
-const { mintToken, tokenAuthorizer } = require('..');
+const { mintToken, tokenAuthorizer, messagesOf } = require('..');
 
 const DB = 'hx_gateway_browser';
 const KEY = 's-view';
@@ -23,13 +25,11 @@ const ARTIFACTS = path.join(__dirname, '..', '..', 'test', 'artifacts');
 
 let db;
 before(async () => {
-  db = await t.freshDatabase(DB);
-  await t.sessionsTable(db);
-  await db.query('SELECT hx_stream_publication()');
+  db = await t.gatewayDatabase(DB);
 });
 after(async () => { await db.end(); });
 
-test('chromium follows a session in the live view, across a server-side disconnect', {
+test('chromium follows a session in the live view, across a gateway restart and a dropped connection', {
   skip: fs.existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (apt-get install chromium; test/provision --ci installs it)`,
 }, async (tt) => {
   const { chromium } = require('playwright-core');
@@ -50,15 +50,17 @@ test('chromium follows a session in the live view, across a server-side disconne
   let context;
   try {
     await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ($1, 'u-7', $2)`,
-      [KEY, JSON.stringify({ messages: [{ role: 'user', text: 'build me a site' }], todos: [] })]);
+      [KEY, JSON.stringify({ messages: [{ type: 'human', id: 'h-1', content: 'build me a site' }], todos: [] })]);
     context = await chromium.launchPersistentContext(dir, {
       executablePath: CHROMIUM,
       headless: true,
       viewport: { width: 1280, height: 820 },
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-        '--disable-sync', '--no-first-run'],
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync'],
     });
     const page = await context.newPage();
+    const blocked = [];
+    page.on('console', (m) => { if (/Content Security Policy|Refused to/.test(m.text())) blocked.push(m.text()); });
     const outside = [];
     page.on('request', (r) => { if (!r.url().startsWith(g.base)) outside.push(r.url()); });
     await page.goto(`${g.base}/view/sessions/${KEY}?token=${mintToken(t.SECRET, STREAM)}`);
@@ -85,13 +87,23 @@ test('chromium follows a session in the live view, across a server-side disconne
     await reach('the events after the reconnect');
     await t.waitFor(async () => (await view()).phase === 'verifying', 'the new phase on the page');
 
+    // the connection drops mid-stream (its socket destroyed, as a network would)
+    for (const c of [...g.gw._conns].filter((x) => x.kind === 'stream')) c.res.socket.destroy();
+    await merge([{ op: 'append', path: '/messages', items: [{ type: 'ai', id: 'a-1', content: 'Here is your site.' }] }]);
+    await reach('the events after the dropped connection');
+    await t.waitFor(async () => (await view()).opens === 3, 'the third open');
+
     const v = await view();
-    assert.equal(v.opens, 2, 'the EventSource opened twice');
+    assert.equal(v.opens, 3, 'the EventSource opened three times');
     assert.equal(lastEventIds[0], null);
-    assert.ok(lastEventIds.some((id) => id !== null), `the reconnect carried Last-Event-ID (${lastEventIds})`);
+    assert.equal(lastEventIds.filter((id) => id !== null).length, 2, `each reconnect carried Last-Event-ID (${lastEventIds})`);
     assert.equal(v.snapshots, 1, 'the reconnect resumed with no snapshot');
     assert.equal(v.errors, 0);
-    assert.equal(t.canonical(v.state), t.canonical(await t.rowState(db, 'sessions', KEY)), "the page's state is the row's");
+    const row = await t.rowState(db, 'sessions', KEY);
+    assert.equal(t.canonical(v.state), t.canonical(row), "the page's state is the row's");
+    assert.deepEqual(v.messages, messagesOf(row.messages).messages, "the page's conversation is the row's");
+    assert.ok(v.messageSnapshots >= 3, 'the conversation on every (re)connect');
+    assert.deepEqual(blocked, [], 'nothing the Content-Security-Policy blocked');
     // what a person sees: the tree, the events with their seqs, the phase on the machine
     assert.equal(await page.textContent('#seq'), String(v.seq));
     assert.equal(await page.locator('#events li').count(), v.events);

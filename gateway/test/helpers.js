@@ -37,6 +37,47 @@ async function startGateway(db, options = {}, port = 0) {
   return g;
 }
 
+/**
+ * A gateway in a child process (child.js) on database db: {base, pid,
+ * stats() (its counters, memory and what each client holds), rss() (its
+ * resident memory, bytes, from /proc), close()}.
+ */
+async function childGateway(db, options = {}) {
+  const { fork } = require('node:child_process');
+  const all = {
+    pg: { database: db, application_name: options.appName || 'hx-gateway-child' },
+    tables: ['sessions'],
+    secret: SECRET,
+    ...options,
+  };
+  delete all.appName;
+  const proc = fork(require('node:path').join(__dirname, 'child.js'), [JSON.stringify(all)], {
+    execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const { port } = await new Promise((resolve, reject) => {
+    proc.once('message', resolve);
+    proc.once('exit', (code) => reject(new Error(`the gateway's process exited with status ${code}`)));
+  });
+  const ask = (m) => new Promise((resolve) => {
+    proc.once('message', resolve);
+    proc.send(m);
+  });
+  return {
+    proc,
+    pid: proc.pid,
+    base: `http://127.0.0.1:${port}`,
+    stats: () => ask('stats'),
+    rss: () => Number(/VmRSS:\s+(\d+) kB/.exec(require('node:fs').readFileSync(`/proc/${proc.pid}/status`, 'utf8'))[1]) * 1024,
+    async close() {
+      if (proc.exitCode !== null) return;
+      await new Promise((resolve) => {
+        proc.once('exit', resolve);
+        proc.send('stop');
+      });
+    },
+  };
+}
+
 /** Parse SSE text blocks into messages {id, event, data, comment}; returns the rest. */
 function parseBlocks(buf, out) {
   let i;
@@ -82,6 +123,9 @@ function sse(url, { headers = {}, method = 'GET', body, agent } = {}) {
   });
   c.req.end(body);
   c.events = () => c.messages.filter((m) => m.data !== undefined).map((m) => m.data);
+  // the stream's own events (those with a seq as their SSE id), without the run and the conversation
+  c.seqEvents = () => c.messages.filter((m) => m.data !== undefined && m.id !== undefined).map((m) => m.data);
+  c.types = () => c.events().map((e) => e.type);
   c.close = () => c.req.destroy();
   c.lastId = () => {
     const withId = c.messages.filter((m) => m.id !== undefined);
@@ -103,6 +147,14 @@ function stateOf(events, from = null) {
   return state;
 }
 
+/** A fresh database db with hxstate, docs/sessions.sql's table and the log's publication; a connection to it. */
+async function gatewayDatabase(name) {
+  const db = await h.freshDatabase(name);
+  await sessionsTable(db);
+  await db.query('SELECT hx_stream_publication()');
+  return db;
+}
+
 async function sessionsTable(db) {
   await db.query(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', '..', 'docs', 'sessions.sql'), 'utf8'));
 }
@@ -116,4 +168,4 @@ function databaseUrl(db) {
   return `postgresql://${PGUSER || 'postgres'}@/${db}?host=${PGHOST || '/var/run/postgresql'}&port=${PGPORT || 5432}`;
 }
 
-module.exports = { ...h, h, SECRET, startGateway, sse, ended, stateOf, parseBlocks, sessionsTable, databaseUrl };
+module.exports = { ...h, h, SECRET, startGateway, childGateway, sse, ended, stateOf, parseBlocks, sessionsTable, gatewayDatabase, databaseUrl };

@@ -72,11 +72,11 @@ test('the gateway example serves its application, and each session to its own us
     await t.ended(app);
     assert.equal(app.text, 'the application\n');
     const own = t.sse(`${base}/hx/streams/sessions/s-42`, { headers: { cookie: 'user=u-7' } });
-    await t.waitFor(() => own.events().length === 1, 'the snapshot');
-    assert.deepEqual(own.events()[0].snapshot, { todos: ['a'] });
+    await t.waitFor(() => own.seqEvents().length === 1, 'the snapshot');
+    assert.deepEqual(own.seqEvents()[0].snapshot, { todos: ['a'] });
     await t.merge(db, 'sessions', 's-42', [{ op: 'append', path: '/todos', items: ['b'] }]);
-    await t.waitFor(() => own.events().length === 2, 'the delta');
-    assert.deepEqual(t.stateOf(own.events()), { todos: ['a', 'b'] });
+    await t.waitFor(() => own.seqEvents().length === 2, 'the delta');
+    assert.deepEqual(t.stateOf(own.seqEvents()), { todos: ['a', 'b'] });
     own.close();
     for (const [headers, status] of [[{ cookie: 'user=u-8' }, 403], [{}, 401]]) {
       const c = t.sse(`${base}/hx/streams/sessions/s-42`, { headers });

@@ -24,7 +24,7 @@
 
   // what a test (or a curious person in the console) can read
   var view = window.hxView = {
-    state: null, seq: null, events: 0, snapshots: 0, opens: 0, errors: 0, status: 'connecting', ended: false,
+    state: null, seq: null, events: 0, snapshots: 0, messages: null, messageSnapshots: 0, opens: 0, errors: 0, status: 'connecting', ended: false,
     machine: null, phase: null,
   };
 
@@ -276,6 +276,13 @@
   }
 
   function onEvent(e) {
+    // the run around the stream, and the conversation: not changes of the state
+    if (e.type === 'RUN_STARTED' || e.type === 'RUN_FINISHED' || e.type === 'RUN_ERROR') return;
+    if (e.type === 'MESSAGES_SNAPSHOT') {
+      view.messages = e.messages;
+      view.messageSnapshots++;
+      return;
+    }
     var before = view.state;
     var changed = [];
     if (e.type === 'STATE_SNAPSHOT') {

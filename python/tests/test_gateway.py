@@ -53,13 +53,22 @@ class Sse:
 
     def _lines(self) -> None:
         data: list[str] = []
+        has_id = False
         for raw in self.resp:
             line = raw.decode().rstrip("\n")
             if line.startswith("data:"):
                 data.append(line[5:].lstrip())
+            elif line.startswith("id:"):
+                has_id = True
             elif line == "" and data:
                 event = json.loads("\n".join(data))
                 data = []
+                # the stream's own events carry their seq as the SSE id; the
+                # run's (RUN_STARTED, RUN_FINISHED) and the conversation's
+                # (MESSAGES_SNAPSHOT) do not
+                own, has_id = has_id, False
+                if not own:
+                    continue
                 with self.lock:
                     self.state = apply_event(self.state, event)
                     self.events.append(event)

@@ -1,0 +1,340 @@
+'use strict';
+// Following one stream for one response: the prelude, resuming by seq,
+// the conversation, and a slow client.
+//
+// What a response gets, for GET /streams and POST /agents alike (the
+// owner, stream.js or run.js, sends RUN_STARTED just before the first of
+// these and RUN_FINISHED at the end):
+//
+//   a first join:   STATE_SNAPSHOT (id: its seq m), MESSAGES_SNAPSHOT,
+//                   then every event after m as it commits
+//   a reconnect     up to date (its Last-Event-ID n = m): MESSAGES_SNAPSHOT,
+//   with n:         then every event after m
+//                   behind (n < m): the events n+1 .. m from the log, then
+//                   MESSAGES_SNAPSHOT, then every event after m
+//                   ahead (n > m, a Last-Event-ID from elsewhere): as a first join
+//
+// with two exceptions that give a fresh STATE_SNAPSHOT instead of the
+// events after n: the log no longer holds n + 1 (trimmed), and the events
+// after n cross an hx.stream_end that is not the stream's last event (the
+// row was deleted and its key inserted again: the client's seq belongs to
+// the previous row, whose history is never replayed to a reader of the
+// current one).  A reconnect from the hx.stream_end a stream ended with,
+// with nothing after it, gets nothing: the owner answers 204.
+//
+// MESSAGES_SNAPSHOT (tables with a messages path) carries the conversation
+// after the event before it, and follows every event that changes the
+// conversation.  It has no SSE id: a reconnect resumes after the state
+// event before it, and always gets the conversation again.
+//
+// The snapshot (m and the state at m) is read first, with a subscription
+// of its own; a reconnect that is behind then reads n+1 .. m with a second
+// one, whose events are held (not written) until m, so that nothing of a
+// previous row goes out.  Subscriptions keep no state (state: false): the
+// gateway forwards events, and follows only the parts of the state it
+// reads (the conversation and the interrupts: projection.js), shared by
+// every response of a stream at one seq.
+//
+// A client that holds too many bytes (sse.js) has its queue dropped, and
+// once it has taken what was being written it starts again: from a fresh
+// snapshot (overflow 'snapshot', what a UI wants), or from the log after
+// the last seq it got (overflow 'log': every seq, later).
+const { frameOf, sharedFrame, frameFor } = require('./frames');
+const { project, applyDelta } = require('./projection');
+const { messagesOf, interruptsOf, getPointer } = require('./agui');
+
+const STREAM_END = 'hx.stream_end';
+const isEnd = (e) => e.type === 'CUSTOM' && e.name === STREAM_END;
+const nextProjection = new WeakMap(); // delta event -> {base, result}
+
+class Follower {
+  /**
+   * gw: the gateway; target: {table, key, stream}; table: its
+   * configuration; conn: the SseResponse; on: {preface() (the entry to
+   * send before the first frame), prelude() (the prelude is queued: the
+   * client's state and conversation are the stream's), event(event)
+   * (after each event queued), end(event), gone() (a reconnect from the
+   * end: nothing to send), fail(err), interrupts(list, seq)}.
+   */
+  constructor(gw, target, table, conn, on) {
+    this.gw = gw;
+    this.target = target;
+    this.table = table;
+    this.conn = conn;
+    this.on = on;
+    this.paths = [table.messages, table.interrupt].filter((p) => p !== null);
+    this.sub = null;
+    this.sent = null;          // the seq of the last event queued
+    this.proj = null;          // the projection after it (null: not known yet)
+    this.interrupts = [];      // the pending interrupts after it
+    this.stopped = false;
+    this.started = false;      // the preface went out
+    this.catching = false;     // reading n+1 .. m of a reconnect, held
+    this.preluded = false;     // the prelude is queued
+  }
+
+  /** Start: a first join (after null) or a reconnect after seq after. */
+  start(after) {
+    this._begin(after);
+  }
+
+  stop() {
+    if (this.stopped) return;
+    this.stopped = true;
+    this._unfollow();
+  }
+
+  // -- subscriptions -------------------------------------------------------
+
+  _unfollow() {
+    if (this.sub) {
+      const s = this.sub;
+      this.sub = null;
+      s.stop();
+    }
+  }
+
+  _follow(after, onEvent) {
+    this._unfollow();
+    const { table, key } = this.target;
+    // the listener never holds an event back: the hub's queue holds only a burst, bounded in bytes too
+    const options = { state: false, maxQueue: this.gw._o.maxQueue, maxQueueBytes: this.gw._o.maxClientBytes, overflow: 'log' };
+    if (after !== null) options.after = after;
+    const sub = this.gw.hub.follow({ table, key }, options);
+    this.sub = sub;
+    sub.on('event', (event) => {
+      if (this.sub === sub && !this.stopped) onEvent(event);
+    });
+    sub.on('error', (err) => this.gw._log('warn', `${this.target.stream}: ${err.message}`));
+    sub.ready.then(() => {
+      if (this.sub === sub && !this.stopped && this.on.ready) this.on.ready();
+    }, (err) => {
+      if (this.sub === sub && !this.stopped) this.on.fail(err);
+    });
+    return sub;
+  }
+
+  // -- the prelude -----------------------------------------------------------
+
+  /** Read the snapshot (m, state at m), then go on as after and m say. */
+  _begin(after) {
+    let first = true;
+    this._follow(null, (event) => {
+      if (!first) {
+        this._live(event);
+        return;
+      }
+      first = false;
+      const m = event.metadata.seq;
+      const ended = isEnd(event);
+      const state = ended ? null : event.snapshot;
+      if (after === null || after > m) {
+        this._snapshot(event);
+      } else if (after === m) {
+        if (ended) {
+          this.stop();
+          this.on.gone();
+          return;
+        }
+        this._setState(m, state);
+        this._pushMessages(m);
+        this._preludeDone();
+      } else {
+        this._catchUp(after, m, state, ended);
+      }
+    });
+  }
+
+  /** Send a snapshot (or the end of an ended stream) and follow from it. */
+  _snapshot(event) {
+    const m = event.metadata.seq;
+    if (isEnd(event)) {
+      if (!this._push(event, frameOf(event))) return;
+      this._setState(m, null);
+      this._preludeDone();
+      this.on.end(event);
+      return;
+    }
+    if (!this._push(event, frameOf(event))) return;
+    this._setState(m, event.snapshot);
+    this._pushMessages(m);
+    this._preludeDone();
+  }
+
+  /**
+   * The events after n up to m, from the log, held until m: then written,
+   * with the conversation at m.  A trimmed log gives a snapshot (written);
+   * an hx.stream_end before m drops what was held and gives the snapshot
+   * at m instead.
+   */
+  _catchUp(n, m, stateAtM, endedAtM) {
+    const mark = this.conn.mark();
+    this.conn.hold();
+    this.catching = true;
+    let pivoted = false;
+    this._follow(n, (event) => {
+      if (pivoted) {
+        this._live(event);
+        return;
+      }
+      const seq = event.metadata.seq;
+      if (event.type === 'STATE_SNAPSHOT' && event.metadata.synthetic) {
+        // the log no longer holds n + 1: this fresh snapshot instead
+        pivoted = true;
+        this.catching = false;
+        this.conn.clear(mark);
+        this.conn.release();
+        this._snapshot(event);
+        return;
+      }
+      if (isEnd(event) && seq < m) {
+        // the row ended and its key came back: never the previous row's history
+        pivoted = true;
+        this.catching = false;
+        this.conn.clear(mark);
+        this.conn.release();
+        this.gw.stats.crossed_ends++;
+        this._unfollow();
+        this._begin(null);
+        return;
+      }
+      if (!this._push(event, frameOf(event))) return;
+      if (seq >= m) {
+        pivoted = true;
+        this.catching = false;
+        this.conn.release();
+        this._setState(seq, endedAtM ? null : stateAtM);
+        if (isEnd(event)) {
+          this._preludeDone();
+          this.on.end(event);
+          return;
+        }
+        this._pushMessages(seq);
+        this._preludeDone();
+      }
+    });
+  }
+
+  // -- live ------------------------------------------------------------------
+
+  _live(event) {
+    const f = frameOf(event);
+    if (!f.ok) {
+      // an event @ag-ui/client would refuse: a fresh snapshot instead
+      this.gw.stats.refused_events++;
+      this.gw._log('warn', `${this.target.stream}: not sent, a fresh snapshot instead: ${f.reason}`);
+      this._unfollow();
+      this._begin(null);
+      return;
+    }
+    const seq = event.metadata.seq;
+    if (!this._push(event, f)) return;
+    if (event.type === 'STATE_SNAPSHOT') {
+      this._setState(seq, event.snapshot);
+      this._pushMessages(seq);
+    } else if (event.type === 'STATE_DELTA') {
+      this._delta(event, seq);
+    } else if (isEnd(event)) {
+      this._setState(seq, null);
+      this.on.end(event);
+      return;
+    }
+    if (this.on.event && !this.stopped) this.on.event(event);
+  }
+
+  _preludeDone() {
+    if (this.preluded || this.stopped) return;
+    this.preluded = true;
+    if (this.on.prelude) this.on.prelude();
+  }
+
+  _delta(event, seq) {
+    if (this.paths.length === 0) return;
+    let r;
+    const cached = nextProjection.get(event);
+    if (cached && cached.base === this.proj) {
+      r = cached.result;
+    } else {
+      r = applyDelta(this.proj || {}, event.delta, this.paths);
+      nextProjection.set(event, { base: this.proj, result: r });
+    }
+    if (r.unknown) {
+      // a value moved into the conversation from elsewhere: read it afresh
+      this._unfollow();
+      this._begin(null);
+      return;
+    }
+    this.proj = r.projection;
+    if (r.changed.includes(this.table.interrupt)) this._interrupts(seq);
+    if (r.changed.includes(this.table.messages)) this._pushMessages(seq);
+  }
+
+  // -- what it sends ---------------------------------------------------------
+
+  /** Queue a stream event's frame; false (and the overflow handled) when the client holds too much. */
+  _push(event, f) {
+    if (!f.ok) {
+      this._live(event); // refused: handled there
+      return false;
+    }
+    if (!this._emit(f)) return false;
+    this.sent = event.metadata.seq;
+    return true;
+  }
+
+  /** Queue a frame entry, after the owner's preface if it is the first; false on overflow (handled). */
+  _emit(entry) {
+    if (!this.started) {
+      this.started = true;
+      const preface = this.on.preface();
+      if (preface) this.conn.push(preface);
+    }
+    if (this.conn.push(entry)) return true;
+    this._overflow();
+    return false;
+  }
+
+  _setState(seq, state) {
+    if (this.paths.length === 0) return;
+    this.proj = sharedFrame(this.target.stream, seq, 'projection', () => project(state, this.paths));
+    if (this.table.interrupt !== null) this._interrupts(seq);
+  }
+
+  _interrupts(seq) {
+    const value = this.proj ? getPointer(this.proj, this.table.interrupt) : undefined;
+    this.interrupts = interruptsOf(value);
+    if (this.on.interrupts) this.on.interrupts(this.interrupts, seq);
+  }
+
+  _pushMessages(seq) {
+    if (this.table.messages === null || this.stopped) return;
+    const { stream } = this.target;
+    const entry = sharedFrame(stream, seq, 'messages', () => {
+      const { messages, dropped } = messagesOf(getPointer(this.proj || {}, this.table.messages));
+      if (dropped > 0) {
+        this.gw.stats.dropped_messages += dropped;
+        this.gw._log('warn', `${stream}: ${dropped} message(s) at seq ${seq} are not AG-UI messages, left out of MESSAGES_SNAPSHOT`);
+      }
+      return frameFor({ type: 'MESSAGES_SNAPSHOT', messages, timestamp: Date.now(), metadata: { stream, seq } });
+    });
+    if (entry.ok) this._emit(entry);
+  }
+
+  /** The client holds too much: drop its queue, and start again once it has taken what was being written. */
+  _overflow() {
+    this.gw.stats.overflows++;
+    this._unfollow();
+    this.conn.clear(0);
+    this.conn.release();
+    // a catch-up that does not fit gets a snapshot (the log would not fit either)
+    const log = this.gw._o.overflow === 'log' && !this.catching && this.conn.seq !== null;
+    this.catching = false;
+    this.conn.whenIdle(() => {
+      if (this.stopped) return;
+      this.proj = null;
+      this._begin(log ? this.conn.seq : null);
+    });
+  }
+}
+
+module.exports = { Follower, isEnd };

@@ -1,0 +1,205 @@
+'use strict';
+// POST /agents/<table>/<key>: a row's stream as one AG-UI run, for
+// @ag-ui/client's HttpAgent, and the application's own work behind it.
+//
+//   RUN_STARTED {threadId, runId} (the input's)
+//   the prelude and the events (follow.js)
+//   RUN_FINISHED {outcome, result: {stream, seq, reason, ...}}, or RUN_ERROR
+//
+// Without a run hook the run follows the row until it ends (reason
+// stream_end), its longest duration passes (max_duration), the gateway
+// closes (gateway_closed) or the row shows a pending interrupt (outcome
+// interrupt): outcome success otherwise.
+//
+// With createGateway({run}), once the prelude is queued the gateway calls
+//
+//   run(input, target, {signal})
+//
+// with the RunAgentInput (@ag-ui/core's schema checked it: threadId,
+// runId, messages, tools, context, state, forwardedProps, resume), the
+// target {table, key, stream}, and an AbortSignal.  The hook starts the
+// application's work for the input (a row to insert, a job to queue, a
+// call to an agent runtime that writes the row's state) and returns a
+// promise that resolves once that work has committed what it writes.
+// Meanwhile the run streams what the work writes.  Then:
+//
+//   the promise resolves      the run waits until it has sent the stream's
+//                             head as of then, and finishes: outcome success,
+//                             result.reason "completed" (and result.output,
+//                             what the promise resolved to, when not undefined),
+//                             or outcome interrupt if interrupts are pending
+//   the state shows an        outcome interrupt with interrupts[], at once
+//   interrupt not answered    (the work has paused; its promise is not
+//   by this run's resume[]    waited for)
+//   the promise rejects       RUN_ERROR: code err.code (a string) or
+//                             "hxstate_run_failed"; message err.message if
+//                             err.expose is true, else "the run failed"
+//   the row ends              outcome success, reason stream_end
+//   max duration, or the      signal aborts (its reason "max_duration" or
+//   gateway closes            "gateway_closed"); outcome cancelled
+//   the client goes away      signal aborts (reason "client_closed")
+//
+// Interrupts (AG-UI 1.0): the row's pending interrupts are at the table's
+// interrupt path.  A POST on a row with pending interrupts must answer
+// every one in resume[] (the hook then gets them, to resume the work);
+// otherwise, with a hook, RUN_ERROR code "hxstate_interrupt_pending"
+// before the hook is called; a resume[] naming an interrupt that is not
+// pending gets RUN_ERROR "hxstate_resume_unknown".  Without a hook, a
+// resume[] gets 400, and a pending interrupt ends the run with outcome
+// interrupt right after the prelude.
+//
+// A POST with Last-Event-ID reconnects to a run's stream: it resumes as a
+// GET does, and does not call the hook again.
+const { RunAgentInputSchema } = require('@ag-ui/core/schemas');
+const { SseResponse } = require('./sse');
+const { Follower } = require('./follow');
+const { frameFor } = require('./frames');
+const { HttpError } = require('./limits');
+const { statusOf, finishedEntry } = require('./stream');
+
+/** The RunAgentInput of a body (a Buffer); HttpError 400 when it is not one. */
+function parseInput(body, { hook }) {
+  let json;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new HttpError(400, 'the body is not JSON');
+  }
+  const r = RunAgentInputSchema.safeParse(json);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new HttpError(400, `the body is not a RunAgentInput: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  const input = r.data;
+  if (input.resume && input.resume.length > 0 && !hook) {
+    throw new HttpError(400, 'this gateway has no run hook: a resume cannot be answered');
+  }
+  const props = input.forwardedProps && input.forwardedProps.hxstate;
+  const maxMs = props && Number.isFinite(props.maxDurationMs) && props.maxDurationMs > 0 ? props.maxDurationMs : 0;
+  return { input, maxDurationMs: maxMs };
+}
+
+function serveRun(gw, req, res, { target, table, clientId, release, after, input, maxDurationMs }) {
+  const conn = new SseResponse(gw, req, res, 'run', clientId);
+  gw._track(conn, release);
+  conn.seq = after;
+  const { threadId, runId } = input;
+  const hook = after === null ? gw._o.run : null;
+  const answered = new Set((input.resume || []).map((r) => r.interruptId));
+  const controller = new AbortController();
+  let hookState = hook ? 'waiting' : 'none'; // waiting | running | done
+  let doneAt = null;   // the head once the hook resolved
+  let output;
+  let finished = false;
+  let timer = null;
+
+  const end = (entry) => {
+    finished = true;
+    clearTimeout(timer);
+    f.stop();
+    if (!f.started) {
+      f.started = true;
+      conn.push(started());
+    }
+    conn.push(entry);
+    conn.end();
+  };
+  const finish = (outcome, reason, extra) => {
+    if (finished || conn.closed) return;
+    if (hookState === 'running' && outcome.type === 'cancelled') controller.abort(reason);
+    end(finishedEntry(threadId, runId, outcome,
+      { stream: target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
+  };
+  const error = (message, code) => {
+    if (finished || conn.closed) return;
+    if (hookState === 'running') controller.abort('error');
+    end({ ...frameFor({ type: 'RUN_ERROR', message, code, timestamp: Date.now() }), keep: true });
+  };
+  const interrupted = (list) => finish({ type: 'interrupt', interrupts: list }, 'interrupt');
+  const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId, timestamp: Date.now() }), keep: true });
+  const unanswered = (list) => list.filter((i) => !answered.has(i.id));
+  const checkDone = () => {
+    if (doneAt === null || finished || f.sent === null || f.sent < doneAt) return;
+    if (f.interrupts.length > 0) interrupted(f.interrupts);
+    else finish({ type: 'success' }, 'completed', output === undefined ? undefined : { output });
+  };
+
+  const callHook = () => {
+    hookState = 'running';
+    let p;
+    try {
+      p = Promise.resolve(hook(input, { table: target.table, key: target.key, stream: target.stream }, { signal: controller.signal }));
+    } catch (err) {
+      p = Promise.reject(err);
+    }
+    p.then((value) => {
+      hookState = 'done';
+      output = value;
+      if (finished) return;
+      // the stream's head now: once sent, the run is complete
+      const probe = gw.hub.follow({ table: target.table, key: target.key }, { state: false });
+      probe.once('event', (event) => {
+        probe.stop();
+        doneAt = event.metadata.seq;
+        checkDone();
+      });
+      probe.ready.catch((err) => error(`the stream could not be read: ${err.message}`, 'hxstate_failed'));
+    }, (err) => {
+      hookState = 'done';
+      if (finished) {
+        gw._log('warn', `${target.stream}: run ${runId} failed after it finished: ${err && err.message}`);
+        return;
+      }
+      gw._log('warn', `${target.stream}: run ${runId} failed: ${err && (err.stack || err.message)}`);
+      error(err && err.expose === true ? String(err.message) : 'the run failed',
+        err && typeof err.code === 'string' && err.code !== '' ? err.code : 'hxstate_run_failed');
+    });
+  };
+
+  const f = new Follower(gw, target, table, conn, {
+    preface: started,
+    prelude: () => {
+      const pending = f.interrupts;
+      const open = unanswered(pending);
+      const stale = [...answered].filter((id) => !pending.some((i) => i.id === id));
+      if (hook && stale.length > 0) {
+        error(`resume[] answers interrupt(s) that are not pending: ${stale.join(', ')}`, 'hxstate_resume_unknown');
+      } else if (hook && open.length > 0) {
+        error(`the thread waits on interrupt(s) ${open.map((i) => i.id).join(', ')}: answer each in resume[]`, 'hxstate_interrupt_pending');
+      } else if (!hook && pending.length > 0) {
+        interrupted(pending);
+      } else if (hook) {
+        callHook();
+      }
+    },
+    interrupts: (list) => {
+      if (!f.preluded || finished) return;
+      if (hookState !== 'none' ? unanswered(list).length > 0 : list.length > 0) interrupted(list);
+    },
+    event: checkDone,
+    end: (event) => finish({ type: 'success' }, 'stream_end', { end: event.value === undefined ? null : event.value }),
+    gone: () => finish({ type: 'success' }, 'stream_end'),
+    fail: (err) => {
+      if (!f.started) {
+        f.stop();
+        finished = true;
+        conn.end(statusOf(err), err.message);
+        return;
+      }
+      error(err.message, 'hxstate_failed');
+    },
+  });
+  const limits = [gw._o.maxRunMs, maxDurationMs].filter((ms) => ms > 0);
+  const cancelled = hook ? { type: 'cancelled' } : { type: 'success' };
+  if (limits.length > 0) timer = setTimeout(() => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'max_duration'), Math.min(...limits));
+  conn.onClose = () => {
+    clearTimeout(timer);
+    f.stop();
+    if (!finished && hookState === 'running') controller.abort('client_closed');
+    finished = true;
+  };
+  conn.finish = () => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'gateway_closed');
+  f.start(after);
+}
+
+module.exports = { serveRun, parseInput };

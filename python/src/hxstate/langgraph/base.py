@@ -967,6 +967,10 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         if before is not None:
             wheres.append("c.checkpoint_id < %(before)s")
             params["before"] = get_checkpoint_id(before)
+        # the checkpoints, then the rows their states are rebuilt from: in
+        # one snapshot of the database, so that a prune meanwhile does not
+        # take rows from under them
+        yield Query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         sql = f"SELECT c.base_id, {self.SELECT_COLUMNS} FROM {self.s}.checkpoints c"
         if wheres:
             sql += " WHERE " + " AND ".join(wheres)

@@ -112,6 +112,12 @@ async def test_resync_after_trim_and_stream_end(dsn: str, conn: psycopg.Connecti
     conn.execute("DELETE FROM py_follow WHERE k = %s", (key,))
     event, state = await anext(it)
     assert event["type"] == "CUSTOM" and event["name"] == "hx.stream_end" and state is None and f.ended
+    # a follower that starts now starts from the end (the row's state is
+    # NULL, its stream's last event hx.stream_end), as the JavaScript hub's
+    g = follow(dsn, table=table, key=key, poll_interval=0.1)
+    ((first, state),) = await take(g, 1)
+    assert first == event and state is None and g.ended
+    await g.close()
     # the key comes back: its snapshot event
     conn.execute("INSERT INTO py_follow (k, state) VALUES (%s, '{\"again\": true}')", (key,))
     event, state = await anext(it)

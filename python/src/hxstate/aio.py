@@ -9,7 +9,9 @@ The follower keeps the JavaScript HxStream's guarantees:
 - it starts from a snapshot and its seq (``hx_stream_snapshot``, or a
   source function ``(keys text[]) RETURNS TABLE (key, stream, seq, state)``
   such as HxSaver's ``threads``), handed out as a synthetic
-  ``STATE_SNAPSHOT`` (``metadata.synthetic: true``);
+  ``STATE_SNAPSHOT`` (``metadata.synthetic: true``); a stream that has
+  ended (its state NULL, its last event ``hx.stream_end``) starts from
+  that event instead, with the state None;
 - then every event in seq order, each seq exactly once, with the state
   after it;
 - content comes only from the event log (``hx_stream_events``), read under
@@ -39,7 +41,7 @@ from psycopg import sql
 
 from hxstate import base
 from hxstate.errors import NotSetUp, Trimmed, errors
-from hxstate.patch import PatchError, apply_event
+from hxstate.patch import PatchError, apply_event, is_end
 
 __all__ = ["follow", "Follower", "merge", "stage", "promote", "state_at", "events", "hx_schema"]
 
@@ -170,19 +172,41 @@ class Follower:
     def __aiter__(self) -> AsyncIterator[tuple[dict[str, Any], Any]]:
         return self._run()
 
-    async def _snapshot(self, conn: psycopg.AsyncConnection[Any], hx: str) -> tuple[str, int, Any] | None:
+    async def _snapshot(
+        self, conn: psycopg.AsyncConnection[Any], hx: str
+    ) -> tuple[str, int, Any, dict[str, Any] | None] | None:
+        """The stream, its seq and the state at it, in one statement; and
+        when the state is NULL, the stream's last event (did it end?)."""
         if self.table is not None:
-            q = sql.SQL("SELECT stream, seq, state FROM {}.hx_stream_snapshot(%s::regclass, %s)").format(sql.Identifier(hx))
-            cur = await conn.execute(q, (self.table, self.key))
+            source = sql.SQL("{}.hx_stream_snapshot(%s::regclass, %s)").format(sql.Identifier(hx))
+            params: tuple[Any, ...] = (self.table, self.key)
         elif self.source is not None:
-            q = sql.SQL("SELECT stream, seq, state FROM {}(ARRAY[%s]::text[])").format(base.table_name(self.source))
-            cur = await conn.execute(q, (self.key,))
+            source = sql.SQL("{}(ARRAY[%s]::text[])").format(base.table_name(self.source))
+            params = (self.key,)
         else:
             return None
+        q = sql.SQL(
+            "SELECT s.stream, s.seq, s.state, "
+            "(SELECT e.event FROM {}.hx_event e WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) "
+            "FROM {} s"
+        ).format(sql.Identifier(hx), source)
+        cur = await conn.execute(q, params)
         row = await cur.fetchone()
         if row is None or row[0] is None:
             raise LookupError(f"no stream for key {self.key!r}")
-        return row[0], int(row[1]), row[2]
+        return row[0], int(row[1]), row[2], row[3]
+
+    def _start_from(self, snap: tuple[str, int, Any, dict[str, Any] | None]) -> dict[str, Any]:
+        """Take a snapshot: the event that hands it out, the stream's end
+        when it ended."""
+        self.seq, self.state = snap[1], snap[2]
+        last = snap[3]
+        self.ended = last is not None and is_end(last)
+        if self.ended:
+            assert last is not None
+            self.state = None
+            return last
+        return self._synthetic(self.state)
 
     def _synthetic(self, state: Any) -> dict[str, Any]:
         return {
@@ -215,8 +239,7 @@ class Follower:
                     if self.seq is None:
                         snap = await self._snapshot(conn, hx)
                         if snap is not None:
-                            self.seq, self.state = snap[1], snap[2]
-                            yield self._synthetic(self.state), self.state
+                            yield self._start_from(snap), self.state
                         else:
                             self.seq = 0
                     first = False
@@ -260,7 +283,7 @@ class Follower:
                         yield item
                     break
                 self.seq, self.state = seq, state
-                self.ended = event.get("type") == "CUSTOM" and event.get("name") == "hx.stream_end"
+                self.ended = is_end(event)
                 self.stats["events"] += 1
                 yield event, state
             if len(rows) < self.page_size:
@@ -274,9 +297,9 @@ class Follower:
                 hint="Follow it with table= or source= to resync from a snapshot.",
             )
         self.stats["resyncs"] += 1
-        self.seq, self.state = snap[1], snap[2]
-        event = self._synthetic(self.state)
-        event["metadata"]["reason"] = reason
+        event = self._start_from(snap)
+        if not self.ended:
+            event["metadata"]["reason"] = reason
         yield event, self.state
 
 

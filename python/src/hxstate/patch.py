@@ -127,6 +127,12 @@ def apply_patch(doc: Any, patch: list[dict[str, Any]]) -> Any:
     return doc
 
 
+def is_end(event: dict[str, Any]) -> bool:
+    """Is the event the ``hx.stream_end`` that ends a stream (a row
+    deleted, a thread deleted)?"""
+    return event.get("type") == "CUSTOM" and event.get("name") == "hx.stream_end"
+
+
 def apply_event(state: Any, event: dict[str, Any]) -> Any:
     """The state after an AG-UI event: a snapshot replaces it, a delta
     patches it, ``hx.stream_end`` makes it None, anything else leaves it."""
@@ -135,6 +141,6 @@ def apply_event(state: Any, event: dict[str, Any]) -> Any:
         return event.get("snapshot")
     if kind == "STATE_DELTA":
         return apply_patch(state, event.get("delta") or [])
-    if kind == "CUSTOM" and event.get("name") == "hx.stream_end":
+    if is_end(event):
         return None
     return state

@@ -36,6 +36,9 @@ class Sse:
 
     def __init__(self, port: int, path: str) -> None:
         self.events: list[dict[str, Any]] = []
+        # every event, the run's too; and whether the server ended the response
+        self.all: list[dict[str, Any]] = []
+        self.ended = False
         self.state: Any = None
         self.seq = -1
         self.lock = threading.Condition()
@@ -48,6 +51,9 @@ class Sse:
     def _read(self) -> None:
         try:
             self._lines()
+            with self.lock:
+                self.ended = True
+                self.lock.notify_all()
         except (OSError, ValueError, AttributeError):
             pass  # closed
 
@@ -63,6 +69,8 @@ class Sse:
             elif line == "" and data:
                 event = json.loads("\n".join(data))
                 data = []
+                with self.lock:
+                    self.all.append(event)
                 # the stream's own events carry their seq as the SSE id; the
                 # run's (RUN_STARTED, RUN_FINISHED) and the conversation's
                 # (MESSAGES_SNAPSHOT) do not
@@ -79,6 +87,12 @@ class Sse:
         with self.lock:
             assert self.lock.wait_for(lambda: self.seq >= seq, timeout=20), (self.seq, seq)
             return self.state
+
+    def wait_end(self) -> list[dict[str, Any]]:
+        """Every event, once the server has ended the response."""
+        with self.lock:
+            assert self.lock.wait_for(lambda: self.ended, timeout=20), [e.get("type") for e in self.all]
+            return self.all
 
     def close(self) -> None:
         # (a reader blocked in the socket holds the response's lock: shut
@@ -151,3 +165,24 @@ def test_a_thread_in_the_browser(dsn: str, gateway: int) -> None:
         run = json.loads(out.stdout)
         assert run["types"][0] == "RUN_STARTED" and run["types"][-1] == "RUN_FINISHED"
         assert run["state"] == expected(graph.get_state(cfg))
+
+        # the thread deleted: its stream ends as a deleted row's, for a
+        # browser that follows it and for one that comes after
+        sse = Sse(gateway, f"/streams/threads/{thread}")
+        later: Sse | None = None
+        try:
+            head = conn.execute("SELECT seq FROM langgraph.threads(ARRAY[%s])", (thread,)).fetchone()[0]  # type: ignore[index]
+            sse.wait_for(head)
+            saver.delete_thread(thread)
+            ended = sse.wait_end()
+            later = Sse(gateway, f"/streams/threads/{thread}")
+            for events in (ended, later.wait_end()):
+                end, finished = events[-2:]
+                assert end["type"] == "CUSTOM" and end["name"] == "hx.stream_end" and end["metadata"]["seq"] == head + 1
+                assert finished["type"] == "RUN_FINISHED"
+                assert finished["result"]["reason"] == "stream_end" and finished["result"]["end"] == {"reason": "deleted"}
+            assert sse.state is None
+        finally:
+            sse.close()
+            if later is not None:
+                later.close()

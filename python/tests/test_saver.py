@@ -1,9 +1,8 @@
 """HxSaver's storage and reads: a cold read (a fresh saver, as another
 process reads a thread) and list() give every checkpoint's state, across
 snapshots, forks, prunes and parents not older than their children; rows under 2 kB
-are stored compressed; LangGraph's bookkeeping is packed and rows written
-before packing still read; messages are built as model_construct builds
-them."""
+are stored compressed; LangGraph's bookkeeping is packed; messages are
+built as model_construct builds them."""
 
 from __future__ import annotations
 
@@ -56,14 +55,17 @@ class Thread:
         self.states: dict[str, dict[str, Any]] = {}
         self.n = 0
 
-    def put(self, parent: Any, values: dict[str, Any], *, source: str = "loop", cid: str | None = None) -> Any:
+    def put(
+        self, parent: Any, values: dict[str, Any], *, source: str = "loop", cid: str | None = None, **metadata: Any
+    ) -> Any:
         self.n += 1
         cp = empty_checkpoint()
         cp["id"] = cid or f"{self.n:06d}"
         cp["channel_values"] = values
         cp["channel_versions"] = {ch: self.n for ch in values}
         config = parent or {"configurable": {"thread_id": self.thread, "checkpoint_ns": ""}}
-        out = self.saver.put(config, cp, {"source": source, "step": self.n}, dict(cp["channel_versions"]))
+        md: Any = {"source": source, "step": self.n, **metadata}
+        out = self.saver.put(config, cp, md, dict(cp["channel_versions"]))
         self.states[cp["id"]] = json.loads(json.dumps(values))
         return out
 
@@ -159,54 +161,71 @@ def test_cold_read_after_prune_and_delete_for_runs(conn: psycopg.Connection[Any]
     assert cold(conn, "cold-3") == t.states[cid]
 
 
-def test_message_sized_rows_are_compressed(conn: psycopg.Connection[Any]) -> None:
-    """A checkpoint that adds a 1 kB message is a row under 2 kB, which
-    PostgreSQL compresses only with the pad; nothing small is moved out of
-    the row."""
+def stored(conn: psycopg.Connection[Any], column: str, thread: str) -> list[tuple[Any, ...]]:
+    """How each row of a thread stores a column: its compression method,
+    its size as stored, its size as text."""
+    return conn.execute(
+        f"""SELECT pg_column_compression({column}), pg_column_size({column}), octet_length({column}::text)
+              FROM {SCHEMA}.checkpoints WHERE thread_id = %s AND {column} IS NOT NULL ORDER BY checkpoint_id""",
+        (thread,),
+    ).fetchall()
+
+
+def test_rows_are_compressed_in_line(conn: psycopg.Connection[Any]) -> None:
+    """PostgreSQL compresses a row only when it is wider than about 2 kB:
+    the saver writes deltas (lz4), snapshots (pglz) and metadata compressed
+    in line (hx_compress) whatever the row's width, and so do prune and
+    copy_thread."""
     rng = random.Random(3)
-    t = Thread(HxSaver(conn, schema=SCHEMA), "rows-1")
-    cfg = t.put(None, {"messages": []}, source="input")
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096)
+    # a thread that starts with a long prompt: a root of 1.5 kB, a snapshot
+    t = Thread(saver, "rows-1")
+    cfg = t.put(None, {"messages": [{"id": "p", "type": "system", "text": text(rng, 1500)}]}, source="input")
     msgs: list[dict[str, Any]] = []
     for i in range(20):
         msgs = msgs + [{"id": f"m{i}", "type": "note", "text": text(rng, 1000)}]
-        cfg = t.put(cfg, {"messages": msgs})
-    rows = conn.execute(
-        f"""SELECT pg_column_compression(delta), pg_column_size(delta), octet_length(delta::text), pad IS NOT NULL
-              FROM {SCHEMA}.checkpoints WHERE thread_id = 'rows-1' AND snapshot IS NULL"""
-    ).fetchall()
-    assert len(rows) == 20
-    for method, stored, raw, padded in rows:
-        assert padded and method is not None and stored * 3 < raw * 2, (method, stored, raw)
-    toast = conn.execute(
-        f"SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = '{SCHEMA}.checkpoints'::regclass"
-    ).fetchone()[0]  # type: ignore[index]
-    chunks = conn.execute(f"SELECT count(DISTINCT chunk_id) FROM {toast}").fetchone()[0]  # type: ignore[index]
-    assert chunks == 0  # no snapshot here is wider than a page, and nothing else goes out of line
-    assert cold(conn, "rows-1") == t.states[max(t.states)]
+        cfg = t.put(cfg, {"messages": msgs}, thread_id="rows-1", note=text(rng, 600))
+    deltas = stored(conn, "delta", "rows-1")
+    assert len(deltas) == 20
+    for method, size, raw in deltas:
+        assert method == "lz4" and size * 3 < raw * 2, (method, size, raw)
+    snapshots = stored(conn, "snapshot", "rows-1")
+    assert len(snapshots) >= 3 and snapshots[0][2] > 1500  # the root's, then ones the deltas made
+    for method, size, raw in snapshots:
+        assert method == "pglz" and size * 2 < raw, (method, size, raw)
+    for method, size, raw in stored(conn, "metadata", "rows-1")[1:]:
+        assert method == "lz4" and size * 3 < raw * 2, (method, size, raw)
+    # copied as stored; the metadata that names the thread compressed again
+    saver.copy_thread("rows-1", "rows-2")
+    assert stored(conn, "delta", "rows-2") == deltas and stored(conn, "snapshot", "rows-2") == snapshots
+    copied = stored(conn, "metadata", "rows-2")[1:]
+    assert copied and all(method == "lz4" for method, _, _ in copied)
+    assert conn.execute(
+        f"SELECT count(*) FROM {SCHEMA}.checkpoints WHERE thread_id = 'rows-2' AND metadata ->> 'thread_id' = 'rows-2'"
+    ).fetchone()[0] == 20  # type: ignore[index]
+    # the head kept as a snapshot of its own
+    saver.prune(["rows-2"])
+    ((method, size, raw),) = stored(conn, "snapshot", "rows-2")
+    assert method == "pglz" and size * 2 < raw
+    assert cold(conn, "rows-1") == t.states[max(t.states)] == cold(conn, "rows-2")
 
 
-def test_bookkeeping_packed_and_rows_of_before(conn: psycopg.Connection[Any]) -> None:
-    """LangGraph's versions are packed; a row that keeps them as jsonb (as
-    the saver wrote them before) reads the same."""
+def test_bookkeeping_packed(conn: psycopg.Connection[Any]) -> None:
+    """LangGraph's versions are packed, and read back as they were put."""
     saver = HxSaver(conn, schema=SCHEMA)
     t = Thread(saver, "pack-1")
     c1 = t.put(None, {"messages": [{"id": "a"}]}, source="input")
     c2 = t.put(c1, {"messages": [{"id": "a"}, {"id": "b"}]})
     before = saver.get_tuple(c2)
     assert before is not None
-    row = conn.execute(
-        f"SELECT checkpoint, packed FROM {SCHEMA}.checkpoints WHERE thread_id = 'pack-1' AND checkpoint_id = %s",
+    packed = conn.execute(
+        f"SELECT packed FROM {SCHEMA}.checkpoints WHERE thread_id = 'pack-1' AND checkpoint_id = %s",
         (before.config["configurable"]["checkpoint_id"],),
-    ).fetchone()
-    assert row is not None and row[0] is None and row[1] is not None
-    conn.execute(
-        f"""UPDATE {SCHEMA}.checkpoints SET checkpoint = %s::jsonb, packed = NULL
-             WHERE thread_id = 'pack-1'""",
-        (json.dumps({k: v for k, v in before.checkpoint.items() if k not in ("id", "channel_values")}),),
-    )
+    ).fetchone()[0]  # type: ignore[index]
+    assert json.loads(B.unpack(packed))["channel_versions"] == {"messages": 2}
     after = HxSaver(conn, schema=SCHEMA).get_tuple(c2)
     assert after is not None and after.checkpoint == before.checkpoint
-    # a put on a parent read cold takes its versions from either form
+    # a put on a parent read cold takes its versions from there
     c3 = t.put(c2, {"messages": [{"id": "a"}, {"id": "b"}, {"id": "c"}]})
     assert cold(conn, "pack-1", c3["configurable"]["checkpoint_id"]) == t.states[c3["configurable"]["checkpoint_id"]]
 

@@ -113,3 +113,49 @@ async def test_followed_state_equals_get_state(dsn: str) -> None:
     kinds = {e["type"] for e in events}
     assert {"STATE_SNAPSHOT", "STATE_DELTA"} <= kinds
     assert [e["metadata"]["seq"] for e in events] == list(range(0, len(events)))  # every seq, once
+
+
+async def test_a_deleted_thread_ends_its_stream(dsn: str) -> None:
+    """delete_thread ends the thread's stream as a deleted row's ends
+    (hx.stream_end, reason "deleted"), once; a follower that starts after
+    it starts from that end, as the JavaScript hub does; the thread
+    written again starts anew from a snapshot."""
+    thread = f"gone-{uuid.uuid4()}"
+    cfg: Any = {"configurable": {"thread_id": thread}}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        saver = HxSaver(conn)
+        saver.setup()
+
+        def head() -> int:
+            return int(conn.execute("SELECT seq FROM langgraph.threads(ARRAY[%s])", (thread,)).fetchone()[0])  # type: ignore[index]
+
+        f = follow(dsn, source="langgraph.threads", key=thread, poll_interval=0.1)
+        it = f.__aiter__()
+        async with asyncio.timeout(30):
+            await anext(it)
+            graph = compile_graph([answer(1, "hi")], saver)
+            graph.invoke({"messages": [HumanMessage("hello", id="h1")]}, cfg)
+            while f.seq != head():
+                await anext(it)
+            assert f.state == expected(graph.get_state(cfg)) and not f.ended
+            saver.delete_thread(thread)
+            end, state = await anext(it)
+            assert end["type"] == "CUSTOM" and end["name"] == "hx.stream_end" and end["value"] == {"reason": "deleted"}
+            assert state is None and f.ended and end["metadata"]["seq"] == head()
+            saver.delete_thread(thread)  # ended already: nothing more
+            assert head() == end["metadata"]["seq"]
+            # a follower from now on starts from the end, not from a null state
+            g = follow(dsn, source="langgraph.threads", key=thread, poll_interval=0.1)
+            first, state = await anext(g.__aiter__())
+            assert first["name"] == "hx.stream_end" and first["metadata"]["seq"] == end["metadata"]["seq"]
+            assert state is None and g.ended
+            await g.close()
+            # written again: a snapshot of the new thread
+            graph = compile_graph([answer(2, "again")], saver)
+            graph.invoke({"messages": [HumanMessage("back", id="h2")]}, cfg)
+            event, state = await anext(it)
+            assert event["type"] == "STATE_SNAPSHOT" and not f.ended
+            while f.seq != head():
+                _, state = await anext(it)
+            assert state == expected(graph.get_state(cfg))
+        await f.close()

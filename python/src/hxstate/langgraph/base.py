@@ -15,8 +15,8 @@ Storage (in the schema the user chooses, ``langgraph`` by default):
   ``max_chain`` checkpoints passed: rebuilding reads at most about twice
   the state, and what is stored and WAL-logged per step is what changed,
   plus snapshots whose sizes grow geometrically (together about twice the
-  final state).  Rows are compressed whatever their width (``pad``, see
-  ``migrations()``).
+  final state).  The saver compresses the metadata, deltas and snapshots
+  it writes in line (hx_compress), whatever the row's width.
 - ``writes``: the pending writes of tasks (``put_writes``), staged once:
   retrying equal writes is a no-op, other writes for the same task and index
   are an error (``NonDeterministicRetry``, XH201), except LangGraph's own
@@ -56,6 +56,9 @@ from hxstate.langgraph import delta as D
 from hxstate.langgraph.codec import Codec, public_json
 
 DEFAULT_SCHEMA = "langgraph"
+# what ends a thread's log stream when the thread is deleted, as a deleted
+# row's stream ends
+STREAM_END = {"type": "CUSTOM", "name": "hx.stream_end", "value": {"reason": "deleted"}}
 # sources of checkpoints that a run writes as it advances a thread; the
 # others ("update", "fork") are forks a user asked for
 RUN_SOURCES = frozenset({"input", "loop"})
@@ -111,12 +114,6 @@ def dumps(j: Any) -> str:
     return json.dumps(j, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-# the spaces in "pad" (see migrations()): a row of checkpoints with them is
-# over TOAST_TUPLE_THRESHOLD (2032 bytes with 8 kB pages), so PostgreSQL
-# compresses it
-PAD = 2048
-
-
 class Query(NamedTuple):
     sql: str
     params: Sequence[Any] | Mapping[str, Any] | None = None
@@ -131,14 +128,33 @@ def migrations(s: str, hx: str) -> list[str]:
     is the saver's schema and ``hx`` hxstate's, both quoted."""
     return [
         f"CREATE TABLE IF NOT EXISTS {s}.migrations (v integer PRIMARY KEY)",
+        # a checkpoint: LangGraph's bookkeeping, its metadata, and its state
+        # as a delta from its parent's, now and then a snapshot.
+        # - packed: the bookkeeping (channel versions, the versions each
+        #   node has seen, ts), about 330 bytes of JSON, which zlib with
+        #   ZDICT packs to 100 (PostgreSQL's compression: 300); read back
+        #   by the saver, not by SQL.
+        # - delta is json: written once, read whole by the saver, which
+        #   parses it itself; json keeps its text, so sending a delta is a
+        #   copy where jsonb is printed anew at every read (the 1,832 deltas
+        #   of a 500-turn thread: 0.3 ms against 5.0).  The state itself
+        #   (snapshot, state_at) is jsonb.
+        # - The saver writes metadata, delta and snapshot compressed in line
+        #   (hx_compress, see BaseHxSaver._write_sql): PostgreSQL compresses
+        #   a row's values only when the row is wider than about 2 kB, and
+        #   a checkpoint that adds a message is a row of 1 to 2 kB.
+        # - Storage is PostgreSQL's default: a row still wider than 2 kB (a
+        #   snapshot) has its widest values moved out of line; keeping them
+        #   in the row up to a page (STORAGE MAIN) changed neither a cold
+        #   read's time nor the bytes, measured with messages of 1 to 4 kB.
         f"""CREATE TABLE {s}.checkpoints (
     thread_id text NOT NULL,
     checkpoint_ns text NOT NULL DEFAULT '',
     checkpoint_id text NOT NULL,
     parent_checkpoint_id text,
-    checkpoint jsonb NOT NULL,
+    packed bytea NOT NULL,
     metadata jsonb NOT NULL DEFAULT '{{}}',
-    delta jsonb,
+    delta json,
     snapshot jsonb,
     chain_bytes bigint NOT NULL DEFAULT 0,
     chain_len integer NOT NULL DEFAULT 0,
@@ -148,6 +164,12 @@ def migrations(s: str, hx: str) -> list[str]:
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 )""",
+        f"""COMMENT ON COLUMN {s}.checkpoints.packed IS
+    'LangGraph''s checkpoint without its channel values (versions, ts), as zlib-compressed JSON'""",
+        f"""COMMENT ON COLUMN {s}.checkpoints.delta IS
+    'the hx_merge ops from the parent''s state to this checkpoint''s (NULL in a root), compressed in line'""",
+        f"""COMMENT ON COLUMN {s}.checkpoints.snapshot IS
+    'the whole state, in a root and now and then (base_id names the nearest), compressed in line'""",
         f"""CREATE TABLE {s}.writes (
     thread_id text NOT NULL,
     checkpoint_ns text NOT NULL DEFAULT '',
@@ -162,15 +184,6 @@ def migrations(s: str, hx: str) -> list[str]:
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 )""",
         f"CREATE INDEX checkpoints_run_id_idx ON {s}.checkpoints ((metadata ->> 'run_id'))",
-        # snapshots are read whole at every rebuild: lz4 decompresses them
-        # several times faster than pglz, where the server has it
-        f"""DO $$
-BEGIN
-    IF 'lz4' = ANY ((SELECT enumvals FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression')::text[]) THEN
-        ALTER TABLE {s}.checkpoints ALTER COLUMN snapshot SET COMPRESSION lz4, ALTER COLUMN delta SET COMPRESSION lz4;
-    END IF;
-END
-$$""",
         chain_function(s),
         f"COMMENT ON FUNCTION {s}.chain(text, text, text) IS "
         "'what a checkpoint kept by HxSaver is rebuilt from: its nearest snapshot, then the deltas on the way, newest first'",
@@ -189,79 +202,14 @@ SELECT CASE WHEN ch IS NULL THEN NULL
 $$""",
         f"COMMENT ON FUNCTION {s}.state_at(text, text, text) IS "
         "'the state (channel values as JSON) of a LangGraph checkpoint kept by HxSaver'",
-        # rows of checkpoints compressed whatever their width.  PostgreSQL
-        # compresses a row's values only when the row is wider than
-        # TOAST_TUPLE_THRESHOLD, about 2 kB; toast_tuple_target sets how far
-        # it goes once it does (down to 128 bytes here), not when it starts.
-        # A checkpoint that adds a message is a row of 1 to 2 kB, so a put
-        # of a row under 2 kB fills "pad" with 2 kB of spaces (stored as
-        # about 20 bytes) to make PostgreSQL compress it.  Every varlena
-        # column is MAIN: compressed in the row, and moved to the TOAST
-        # table only when the row does not fit a page (a snapshot), so that
-        # a 128-byte target moves no small value out of line.
-        f"""ALTER TABLE {s}.checkpoints ADD COLUMN pad text,
-    SET (toast_tuple_target = 128),
-    ALTER COLUMN thread_id SET STORAGE MAIN, ALTER COLUMN checkpoint_ns SET STORAGE MAIN,
-    ALTER COLUMN checkpoint_id SET STORAGE MAIN, ALTER COLUMN parent_checkpoint_id SET STORAGE MAIN,
-    ALTER COLUMN base_id SET STORAGE MAIN, ALTER COLUMN checkpoint SET STORAGE MAIN,
-    ALTER COLUMN metadata SET STORAGE MAIN, ALTER COLUMN delta SET STORAGE MAIN,
-    ALTER COLUMN snapshot SET STORAGE MAIN, ALTER COLUMN pad SET STORAGE MAIN""",
-        f"""COMMENT ON COLUMN {s}.checkpoints.pad IS
-    'spaces that make PostgreSQL compress a row under 2 kB (TOAST_TUPLE_THRESHOLD); NULL in wider rows'""",
-        # lz4 for the rest of the row too (snapshot and delta have it): the
-        # deltas of a rebuild are decompressed at every cold read
-        f"""DO $$
-BEGIN
-    IF 'lz4' = ANY ((SELECT enumvals FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression')::text[]) THEN
-        ALTER TABLE {s}.checkpoints ALTER COLUMN checkpoint SET COMPRESSION lz4,
-            ALTER COLUMN metadata SET COMPRESSION lz4, ALTER COLUMN pad SET COMPRESSION lz4;
-    END IF;
-END
-$$""",
-        # snapshots in pglz: on a snapshot (hundreds of kB of messages) it
-        # finds the repeats across messages that lz4 misses (measured: 43%
-        # smaller with a 30-word vocabulary, 11% with 2,000 words), and a
-        # rebuild decompresses one snapshot, against hundreds of deltas
-        # (which stay lz4: pglz saves them a tenth at most, and costs a
-        # cold read three times as long to decompress them)
-        f"ALTER TABLE {s}.checkpoints ALTER COLUMN snapshot SET COMPRESSION pglz",
-        # LangGraph's bookkeeping of a checkpoint (its channels' versions,
-        # the versions each node has seen, ts), packed (zlib with ZDICT):
-        # about 330 bytes of JSON at every checkpoint, which PostgreSQL
-        # compresses to 300 and zlib with the dictionary to 100; it is read
-        # back by the saver, not by SQL.  Rows written before keep it in
-        # "checkpoint".
-        f"""ALTER TABLE {s}.checkpoints ALTER COLUMN checkpoint DROP NOT NULL, ADD COLUMN packed bytea,
-    ALTER COLUMN packed SET STORAGE MAIN,
-    ADD CONSTRAINT checkpoints_packed_check CHECK ((checkpoint IS NULL) <> (packed IS NULL)) NOT VALID""",
-        f"""COMMENT ON COLUMN {s}.checkpoints.packed IS
-    'LangGraph''s checkpoint without its channel values (versions, ts), as zlib-compressed JSON'""",
-        # deltas as json: written once, read whole by the saver, which
-        # parses them itself.  json is kept as its text, so sending a delta
-        # is a copy, where jsonb is printed anew at every read (measured on
-        # the 1,832 deltas of a 500-turn thread: 5.0 ms against 0.3).
-        # The state itself (snapshots, state_at) stays jsonb.  A type
-        # change resets a column's storage and compression.
-        f"ALTER TABLE {s}.checkpoints ALTER COLUMN delta TYPE json USING delta::json",
-        f"""DO $$
-BEGIN
-    ALTER TABLE {s}.checkpoints ALTER COLUMN delta SET STORAGE MAIN;
-    IF 'lz4' = ANY ((SELECT enumvals FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression')::text[]) THEN
-        ALTER TABLE {s}.checkpoints ALTER COLUMN delta SET COMPRESSION lz4;
-    END IF;
-END
-$$""",
-        chain_function(s, replace=True, cast="::jsonb"),
     ]
 
 
-def checkpoint_of(stored: Any) -> dict[str, Any]:
+def checkpoint_of(stored: str) -> dict[str, Any]:
     """A checkpoint's LangGraph bookkeeping from what _checkpoint_sql()
-    reads: the object itself, or its packed bytes in base64."""
-    if type(stored) is str:
-        loaded: dict[str, Any] = json.loads(unpack(base64.b64decode(stored)))
-        return loaded
-    return dict(stored or {})
+    reads: its packed bytes in base64."""
+    loaded: dict[str, Any] = json.loads(unpack(base64.b64decode(stored)))
+    return loaded
 
 
 def walk(rows: Sequence[tuple[Any, ...]], cid: str, base_id: str) -> list[str] | None:
@@ -300,17 +248,15 @@ def rebuild(parts: Sequence[str]) -> dict[str, Any]:
     return D.replay(state, loaded[1:])
 
 
-def chain_function(s: str, *, replace: bool = False, cast: str = "") -> str:
+def chain_function(s: str) -> str:
     """chain(), in schema ``s``: a checkpoint's state is its nearest
     snapshot (base_id) and the deltas on the way to it, merged by one
     hx_merge.  The way is found in one index range scan from the snapshot
     to the checkpoint, newest first, keeping the rows each next parent
     names (rows of other branches are skipped); should a parent's id not
     be older than its child's, one primary-key lookup per checkpoint
-    finishes the walk.  ``cast`` makes a stored delta jsonb (deltas are
-    json since a later migration)."""
-    create = "CREATE OR REPLACE FUNCTION" if replace else "CREATE FUNCTION"
-    return f"""{create} {s}.chain(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
+    finishes the walk."""
+    return f"""CREATE FUNCTION {s}.chain(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
 RETURNS jsonb[] LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -328,7 +274,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    FOR r IN SELECT c.checkpoint_id, c.parent_checkpoint_id, c.delta{cast} AS delta, c.snapshot IS NOT NULL AS is_snapshot
+    FOR r IN SELECT c.checkpoint_id, c.parent_checkpoint_id, c.delta::jsonb AS delta, c.snapshot IS NOT NULL AS is_snapshot
                FROM {s}.checkpoints c
               WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns
                 AND c.checkpoint_id >= base AND c.checkpoint_id <= p_checkpoint_id
@@ -468,6 +414,36 @@ def _same(obj: Any, fields: Any) -> bool:
     return len(values) == len(fields) and all(a is b for a, b in zip(values, fields))
 
 
+# how hx_compress compresses what the saver writes: deltas lz4 (a cold read
+# decompresses hundreds of them; pglz would store them 2% smaller and take
+# several times as long to decompress them), snapshots pglz (one per
+# rebuild; on hundreds of kB of messages it finds the repeats lz4 misses:
+# measured 43% smaller with a 30-word vocabulary, 11% with 2,000 words),
+# the metadata as the deltas.  (lz4: pglz where the server has no lz4.)
+DELTA_COMPRESSION = "lz4"
+SNAPSHOT_COMPRESSION = "pglz"
+METADATA_COMPRESSION = "lz4"
+
+
+class Server(NamedTuple):
+    """What the saver asks of the server once, before it writes."""
+
+    publishing: bool  # setup() made publish() call hx_stream_send
+    hx: str  # hxstate's schema, quoted
+    compress: bool  # hxstate has hx_compress
+    lz4: bool  # the server has lz4
+
+    def compressed(self, expr: str, method: str) -> str:
+        """SQL of ``expr`` compressed in line by hx_compress with ``method``
+        (lz4: pglz where the server has no lz4); ``expr`` itself on an
+        hxstate without hx_compress."""
+        if not self.compress:
+            return expr
+        if method == "lz4" and not self.lz4:
+            method = "pglz"
+        return f"{self.hx}.hx_compress({expr}, {quote_literal(method)})"
+
+
 class BaseHxSaver(BaseCheckpointSaver[Any]):
     """What the sync and the async saver share."""
 
@@ -495,9 +471,9 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         self._heads: OrderedDict[tuple[str, str], Head] = OrderedDict()
         # the savers over a pool run calls in many threads at once
         self._heads_lock = threading.Lock()
-        # whether checkpoints go to the threads' log streams (setup() made
-        # publish() call hx_stream_send); None: not asked yet
-        self._publishing: bool | None = None
+        # what the saver asks of the server before it writes (None: not
+        # asked yet, or setup() ran since)
+        self._server: Server | None = None
         self._sql()
 
     def _own_interrupts_sql(self) -> str:
@@ -510,10 +486,9 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
 
     @staticmethod
     def _checkpoint_sql(c: str) -> str:
-        """Checkpoint ``c``'s LangGraph bookkeeping as jsonb: the object
-        (rows of before packing), or its packed bytes as a base64 string;
-        read by checkpoint_of()."""
-        return f"coalesce({c}.checkpoint, pg_catalog.to_jsonb(pg_catalog.encode({c}.packed, 'base64')))"
+        """Checkpoint ``c``'s LangGraph bookkeeping, its packed bytes in
+        base64, which checkpoint_of() reads."""
+        return f"pg_catalog.encode({c}.packed, 'base64')"
 
     def _columns(self, c: str) -> list[str]:
         """What _tuple() reads of checkpoint ``c``: its row, and its pending
@@ -595,13 +570,6 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         )
         self.EXISTS_SQL = f"""SELECT EXISTS (SELECT FROM {s}.checkpoints
  WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s), {self._own_interrupts_sql()}"""
-        self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
-    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
-     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id, seq, pad, packed)
-VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, NULL, %(metadata)s::jsonb,
-        %(delta)s::json, %(snapshot)s::jsonb, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s,
-        %(seq)s, CASE WHEN %(pad)s THEN pg_catalog.repeat(' ', {PAD}) END, %(packed)s)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)"
         vals = (
             "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::jsonb, t.packed "
@@ -613,26 +581,65 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
             "DO UPDATE SET channel = EXCLUDED.channel, value = EXCLUDED.value, packed = EXCLUDED.packed, "
             "task_path = EXCLUDED.task_path"
         )
-        self.PUBLISHING_SQL = (
-            "SELECT coalesce(pg_catalog.strpos(pg_catalog.pg_get_functiondef(pg_catalog.to_regprocedure(%s)), "
-            "'hx_stream_send') > 0, false)"
-        )
+        # whether setup() made publish() call hx_stream_send, hxstate's
+        # schema, whether it has hx_compress, and whether the server has lz4
+        self.SERVER_SQL = """SELECT coalesce(pg_catalog.strpos(pg_catalog.pg_get_functiondef(pg_catalog.to_regprocedure(%s)),
+                                  'hx_stream_send') > 0, false),
+       n.nspname,
+       pg_catalog.to_regprocedure(pg_catalog.quote_ident(n.nspname) || '.hx_compress(anyelement,text)') IS NOT NULL,
+       'lz4' = ANY ((SELECT enumvals FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression')::text[])
+  FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+ WHERE e.extname = 'hxstate'"""
         self.PUBLISH_SQL = f"SELECT {s}.publish({s}.stream_name(%s), %s::jsonb)"
         self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
        (SELECT jsonb_agg(w.value ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w
          WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = '' AND w.checkpoint_id = %(id)s
            AND w.channel = '__interrupt__')"""
-        # a thread's stream told what its head is now (after a change that
-        # is not a step), or that the thread is gone
-        # (hx.* CUSTOM events are hxstate's own: a deleted thread's state
-        # becomes null, as a deleted row's does after hx.stream_end)
-        self.REPUBLISH_SQL = f"""SELECT {s}.publish(t.stream,
-           jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', coalesce(t.state, 'null'::jsonb)))
-  FROM {s}.threads(%s::text[]) t
- WHERE t.state IS NOT NULL OR t.seq > 0"""
         self.STORED_WRITES_SQL = f"""SELECT idx, channel, value, packed FROM {s}.writes
  WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s AND idx = ANY(%s::int[])"""
+
+    def _server_steps(self) -> Generator[Query, list[tuple[Any, ...]], Server]:
+        """What the saver asks of the server, once, and the SQL of its writes
+        that follows from it."""
+        server = self._server
+        if server is None:
+            rows = yield Query(self.SERVER_SQL, (f"{self.s}.publish(text,jsonb)",), True)
+            if not rows:
+                raise NotSetUp(
+                    "extension \"hxstate\" is not installed in this database",
+                    hint="CREATE EXTENSION hxstate, as a role that may.",
+                )
+            publishing, hx, compress, lz4 = rows[0]
+            server = Server(bool(publishing), quote_ident(hx), bool(compress), bool(lz4))
+            self._write_sql(server)
+            self._server = server
+        return server
+
+    def _write_sql(self, server: Server) -> None:
+        s = self.s
+        self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed, metadata,
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id, seq)
+VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(packed)s,
+        {server.compressed("%(metadata)s::jsonb", METADATA_COMPRESSION)},
+        {server.compressed("%(delta)s::json", DELTA_COMPRESSION)},
+        {server.compressed("%(snapshot)s::jsonb", SNAPSHOT_COMPRESSION)},
+        %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s, %(seq)s)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
+        # a thread's stream told what its head is now, after a change that
+        # is not a step; or, when the thread has no checkpoint left, that
+        # it ended, as a deleted row's stream ends (once: not again after
+        # an end)
+        self.REPUBLISH_SQL = f"""SELECT {s}.publish(t.stream,
+           CASE WHEN t.state IS NOT NULL
+                THEN pg_catalog.jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', t.state)
+                ELSE '{dumps(STREAM_END)}'::jsonb END)
+  FROM {s}.threads(%s::text[]) t
+ WHERE t.state IS NOT NULL
+    OR (t.seq > 0 AND NOT EXISTS (SELECT FROM {server.hx}.hx_event e
+                                   WHERE e.stream = t.stream AND e.seq = t.seq AND e.event ->> 'type' = 'CUSTOM'
+                                     AND e.event ->> 'name' = 'hx.stream_end'))"""
 
     # -- versions ---------------------------------------------------------
 
@@ -695,7 +702,8 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         base_id: str = cid
         newest = interrupted = exists = False
         own_interrupts: list[Any] | None = None
-        publishing = (yield from self._publishing_steps()) and ns == ""
+        server = yield from self._server_steps()
+        publishing = server.publishing and ns == ""
         if parent:
             use_cache = cached is not None and cached.checkpoint_id == parent
             yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
@@ -804,8 +812,6 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 seq = rows[0][0]
         packed = pack(dumps(copy), always=True)
         metadata_text = dumps(self.codec.encode(md))
-        # a row that PostgreSQL would not compress by itself (see "pad")
-        narrow = snapshot_text is None and len(delta_text) + len(packed or b"") + len(metadata_text) < PAD
         yield Query(
             self.INSERT_SQL,
             {
@@ -815,7 +821,6 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 "parent": parent,
                 "packed": packed,
                 "metadata": metadata_text,
-                "pad": narrow,
                 "delta": delta_text if base is not None else None,
                 "snapshot": snapshot_text,
                 "chain_bytes": chain_bytes,
@@ -882,7 +887,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         key = (thread_id, ns, cid, task_id, task_path)
         if special[0]:
             yield Query(self.UPSERT_WRITES_SQL, (*key, *special))
-            if INTERRUPT in special[1] and ns == "" and (yield from self._publishing_steps()):
+            if INTERRUPT in special[1] and ns == "" and (yield from self._server_steps()).publishing:
                 # after the put of this checkpoint, or before it: then the
                 # put publishes the interrupts with the checkpoint
                 yield Query(self.LOCK_SQL, {"lock": f"hxstate.langgraph:{self.schema}", "thread_id": thread_id, "ns": ns})
@@ -1036,16 +1041,10 @@ WINDOW w AS (PARTITION BY x.thread_id, x.checkpoint_ns)
 
     # -- deleting, copying, pruning ------------------------------------------
 
-    def _publishing_steps(self) -> Steps:
-        if self._publishing is None:
-            rows = yield Query(self.PUBLISHING_SQL, (f"{self.s}.publish(text,jsonb)",), True)
-            self._publishing = bool(rows[0][0])
-        return self._publishing
-
     def _republish(self, threads: list[str]) -> Steps:
         """Tell the threads' streams their head now, after a change that is
         not a step (a snapshot), or that a thread is gone (hx.stream_end)."""
-        if (yield from self._publishing_steps()):
+        if (yield from self._server_steps()).publishing:
             yield Query(self.REPUBLISH_SQL, (threads,))
         return None
 
@@ -1056,12 +1055,12 @@ WINDOW w AS (PARTITION BY x.thread_id, x.checkpoint_ns)
         self._forget([str(thread_id)])
         return None
 
-    def _materialize_sql(self, where: str) -> str:
+    def _materialize_sql(self, server: Server, where: str) -> str:
         """Make the checkpoints ``where`` selects snapshots of their own state
         and roots, before what they were rebuilt from is deleted."""
         s = self.s
         return f"""UPDATE {s}.checkpoints c
-   SET snapshot = m.state, parent_checkpoint_id = NULL, chain_bytes = 0, chain_len = 0, base_id = c.checkpoint_id,
+   SET snapshot = {server.compressed("m.state", SNAPSHOT_COMPRESSION)}, parent_checkpoint_id = NULL, chain_bytes = 0, chain_len = 0, base_id = c.checkpoint_id,
        snapshot_bytes = octet_length(m.state::text)
   FROM (SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id,
                {s}.state_at(k.thread_id, k.checkpoint_ns, k.checkpoint_id) AS state
@@ -1081,9 +1080,11 @@ WINDOW w AS (PARTITION BY x.thread_id, x.checkpoint_ns)
         if not rows:
             return None
         threads = [r[0] for r in rows]
+        server = yield from self._server_steps()
         # the checkpoints that stay but were rebuilt through one that goes
         yield Query(
             self._materialize_sql(
+                server,
                 f"""k.thread_id = ANY(%(threads)s) AND (k.metadata ->> 'run_id' IS NULL OR NOT k.metadata ->> 'run_id' = ANY(%(runs)s))
    AND EXISTS (SELECT FROM {s}.checkpoints p
                 WHERE p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
@@ -1108,12 +1109,16 @@ WINDOW w AS (PARTITION BY x.thread_id, x.checkpoint_ns)
     def _copy_thread_steps(self, source_thread_id: str, target_thread_id: str) -> Steps:
         s = self.s
         src, dst = str(source_thread_id), str(target_thread_id)
+        server = yield from self._server_steps()
+        # the values as they are stored (compressed), but metadata that names
+        # the thread
+        moved = server.compressed("jsonb_set(metadata, '{thread_id}', to_jsonb(%(dst)s::text))", METADATA_COMPRESSION)
         yield Query(
             f"""INSERT INTO {s}.checkpoints
-    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, packed, metadata,
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed, metadata,
      delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id)
-SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, packed,
-       CASE WHEN metadata ? 'thread_id' THEN jsonb_set(metadata, '{{thread_id}}', to_jsonb(%(dst)s::text)) ELSE metadata END,
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed,
+       CASE WHEN metadata ? 'thread_id' THEN {moved} ELSE metadata END,
        delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id
   FROM {s}.checkpoints WHERE thread_id = %(src)s
 ON CONFLICT DO NOTHING""",
@@ -1139,6 +1144,7 @@ ON CONFLICT DO NOTHING""",
         if not threads:
             return None
         s = self.s
+        server = yield from self._server_steps()
         if strategy == "keep_latest":
             # the latest checkpoint of each namespace stays, as its own snapshot
             yield Query(
@@ -1150,6 +1156,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
             )
             yield Query(
                 self._materialize_sql(
+                    server,
                     "(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN (SELECT * FROM hx_prune_keep) "
                     "AND (k.snapshot IS NULL OR k.parent_checkpoint_id IS NOT NULL)"
                 )
@@ -1209,7 +1216,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         )
         for q in stream_functions(self.s, hx, self.schema, bool(rows[0][0])):
             yield Query(q)
-        self._publishing = bool(rows[0][0])
+        self._server = None
         return None
 
 

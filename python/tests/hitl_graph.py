@@ -14,6 +14,7 @@ declines it: the tool call gets an error result instead.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -30,7 +31,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def reply(messages: list[BaseMessage]) -> AIMessage:
+def reply(messages: Sequence[BaseMessage]) -> AIMessage:
     """What the model says next."""
     n = len(messages)
     last = messages[-1]
@@ -57,7 +58,9 @@ def route(state: MessagesState) -> str:
 
 
 def approve(state: MessagesState) -> Command[Literal["tools", "agent"]]:
-    call = state["messages"][-1].tool_calls[0]  # type: ignore[attr-defined]
+    last = state["messages"][-1]
+    assert isinstance(last, AIMessage)
+    call = last.tool_calls[0]
     answer = interrupt(
         {"reason": "tool_call", "message": f"add {call['args']['a']} and {call['args']['b']}?", "toolCallId": call["id"]}
     )

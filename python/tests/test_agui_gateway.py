@@ -44,7 +44,7 @@ class Driver:
     def __init__(self, dsn: str) -> None:
         env = {
             **os.environ,
-            "PGDATABASE": psycopg.conninfo.conninfo_to_dict(dsn)["dbname"],
+            "PGDATABASE": str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]),
             "HX_PYTHON": sys.executable,
             "PYTHONPATH": os.pathsep.join([str(TOP / "python" / "src"), str(HERE)]),
             "PYTHONDONTWRITEBYTECODE": "1",

@@ -60,6 +60,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
 from hxstate.errors import ThreadConflict
+from hxstate.langgraph import HxSaver
 
 __all__ = ["RunError", "RunResult", "arun", "main", "resume_value", "run", "to_langchain"]
 
@@ -354,8 +355,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.setup and (not args.graph or not args.thread):
         parser.error("a graph and --thread are required (or --setup)")
 
-    from hxstate.langgraph import HxSaver
-
     out = sys.stdout
     try:
         with HxSaver.from_conn_string(args.dsn, schema=args.schema) as saver:
@@ -363,13 +362,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 saver.setup()
                 return 0
             try:
-                input = json.load(sys.stdin)
-            except ValueError as err:
-                raise _invalid(f"the input is not JSON: {err}") from None
+                payload = json.load(sys.stdin)
+            except ValueError as bad:
+                raise _invalid(f"the input is not JSON: {bad}") from None
             # what the graph prints goes to standard error: standard output is the report's
             with contextlib.redirect_stdout(sys.stderr):
                 graph = load_graph(args.graph, saver)
-                result = run(graph, input, thread_id=args.thread, messages_key=args.messages_key)
+                result = run(graph, payload, thread_id=args.thread, messages_key=args.messages_key)
     except Exception as exc:
         err = _failed(exc)
         if not err.expose:

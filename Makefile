@@ -36,7 +36,7 @@ DATA = \
 REGRESS = setup patch merge diff limits guard phase stream names send security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send step-promote
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send step-promote upgrade-rename
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

@@ -11,29 +11,6 @@
 SET LOCAL search_path = pg_catalog, pg_temp;
 
 --
--- The log's NOT NULL constraints take the names a fresh install gives
--- them.  PostgreSQL 18 keeps NOT NULL constraints in pg_constraint, with
--- names unique in the schema; 0.5.0 created the partitioned log while
--- 0.4.0's table still held hx_event_<column>_not_null, so the log's got a
--- "1" appended.  (Before 18 they have no names, and nothing is renamed.)
---
-DO $$
-DECLARE
-    c record;
-BEGIN
-    FOR c IN SELECT k.conname, a.attname
-               FROM pg_constraint k
-               JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
-              WHERE k.conrelid = '@extschema@.hx_event'::regclass
-                AND k.contype = 'n'
-                AND k.conname = 'hx_event_' || a.attname || '_not_null1' LOOP
-        EXECUTE format('ALTER TABLE %I.hx_event RENAME CONSTRAINT %I TO %I', '@extschema@',
-                       c.conname, 'hx_event_' || c.attname || '_not_null');
-    END LOOP;
-END
-$$;
-
---
 -- Stream names, unique per table.  A table's rows stream under its name,
 -- qualified by its schema unless that is public ("tenant_b.sessions:s-99";
 -- "sessions:s-42" as before), with each part double-quoted unless it is a
@@ -51,6 +28,14 @@ LANGUAGE C STABLE STRICT;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_tables()
 IS 'every table whose rows stream: the prefix of its streams, its hx_stream trigger, and a table whose streams would be named alike';
+
+-- Writers wait from here to the commit, and the update waits for those
+-- already writing (an event or a step logged under an old name after the
+-- renaming would stay behind): the step tables first, then the log, in
+-- the order a change that promotes a step takes them.  Readers go on.
+-- hx_stream takes its lock on the log before it reads the installed
+-- version, so a writer that waited logs under the new names.
+LOCK TABLE @extschema@.hx_step_call, @extschema@.hx_step, @extschema@.hx_event IN EXCLUSIVE MODE;
 
 -- The events of the streams whose names change (tables outside schema
 -- public, and tables whose names need quotes) are carried over to the new
@@ -81,10 +66,15 @@ BEGIN
           FROM t x
          WHERE x.old_prefix <> x.new_prefix
     LOOP
-        SELECT count(DISTINCT e.stream) INTO ambiguous
-          FROM @extschema@.hx_event e
-         WHERE e.stream >= r.old_prefix || ':' AND e.stream < r.old_prefix || ';'
-           AND EXISTS (SELECT FROM unnest(r.others) o WHERE starts_with(e.stream, o || ':'));
+        -- (a pass over the streams' events only when another table's could
+        -- be among them)
+        ambiguous := 0;
+        IF cardinality(r.others) > 0 THEN
+            SELECT count(DISTINCT e.stream) INTO ambiguous
+              FROM @extschema@.hx_event e
+             WHERE e.stream >= r.old_prefix || ':' AND e.stream < r.old_prefix || ';'
+               AND EXISTS (SELECT FROM unnest(r.others) o WHERE starts_with(e.stream, o || ':'));
+        END IF;
         IF ambiguous > 0 THEN
             RAISE WARNING '% streams named "%:<key>" keep their names', ambiguous, r.old_prefix
                 USING DETAIL = format('Before 0.6.0 they could be streams of relation %s or of another relation '
@@ -309,3 +299,29 @@ LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_send(pg_catalog.text, pg_catalog.jsonb)
 IS 'append an AG-UI event (STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT or CUSTOM) to a log stream "@<name>" as its next event; its seq';
+
+--
+-- The log's NOT NULL constraints take the names a fresh install gives
+-- them.  PostgreSQL 18 keeps NOT NULL constraints in pg_constraint, with
+-- names unique in the schema; 0.5.0 created the partitioned log while
+-- 0.4.0's table still held hx_event_<column>_not_null, so the log's got a
+-- "1" appended.  (Before 18 they have no names, and nothing is renamed.)
+-- Last in the script: renaming a constraint locks the log and its
+-- partitions ACCESS EXCLUSIVE, which stops readers too, from then to the
+-- commit only.
+--
+DO $$
+DECLARE
+    c record;
+BEGIN
+    FOR c IN SELECT k.conname, a.attname
+               FROM pg_constraint k
+               JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
+              WHERE k.conrelid = '@extschema@.hx_event'::regclass
+                AND k.contype = 'n'
+                AND k.conname = 'hx_event_' || a.attname || '_not_null1' LOOP
+        EXECUTE format('ALTER TABLE %I.hx_event RENAME CONSTRAINT %I TO %I', '@extschema@',
+                       c.conname, 'hx_event_' || c.attname || '_not_null');
+    END LOOP;
+END
+$$;

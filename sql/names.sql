@@ -142,6 +142,32 @@ SELECT err($$INSERT INTO lt VALUES (1, '{}')$$);
 \pset format aligned
 DROP TABLE pt, lt;
 
+-- A partition's own trigger streams its rows under the name of the root
+-- of its tree, wherever the tree is attached or detached (each registry
+-- follows: the ATTACH and DETACH below invalidate tree_a and tree_b only,
+-- not tree_c); VACUUM and ANALYZE of it change nothing
+CREATE TABLE tree_a (id int PRIMARY KEY, state jsonb) PARTITION BY RANGE (id);
+CREATE TABLE tree_b (id int PRIMARY KEY, state jsonb) PARTITION BY RANGE (id);
+CREATE TABLE tree_c (id int PRIMARY KEY, state jsonb);
+CREATE TRIGGER stream AFTER INSERT ON tree_c FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id');
+CREATE VIEW tree_c_prefix AS
+	SELECT source, prefix FROM hx_stream_tables() WHERE relation = 'tree_c'::regclass;
+SELECT * FROM tree_c_prefix;
+ALTER TABLE tree_b ATTACH PARTITION tree_c FOR VALUES FROM (0) TO (100);
+SELECT * FROM tree_c_prefix;
+VACUUM ANALYZE tree_c;
+SELECT * FROM tree_c_prefix;
+ALTER TABLE tree_a ATTACH PARTITION tree_b FOR VALUES FROM (0) TO (100);
+SELECT * FROM tree_c_prefix;
+ALTER TABLE tree_a RENAME TO tree_r;
+SELECT * FROM tree_c_prefix;
+ALTER TABLE tree_r DETACH PARTITION tree_b;
+SELECT * FROM tree_c_prefix;
+INSERT INTO tree_b VALUES (1, '{}');
+SELECT stream, seq FROM hx_event WHERE stream LIKE 'tree%' ORDER BY stream COLLATE "C";
+DROP VIEW tree_c_prefix;
+DROP TABLE tree_r, tree_b;
+
 DROP TABLE sessions, tenant_b.sessions;
 DROP SCHEMA tenant_b;
 DELETE FROM hx_event;

@@ -90,6 +90,15 @@ SELECT err($$SELECT hx_stream_state_at('forged:1', 2)$$);
 -- a delta that does not apply says which event it was
 UPDATE hx_event SET event = '{"type": "STATE_DELTA", "delta": []}' WHERE stream = 'forged:1' AND seq = 2;
 SELECT err($$SELECT hx_stream_state_at('forged:1', 3)$$);
+-- an event the log marks as the snapshot (or the end) to start from, but
+-- that is neither, is reported too, not replayed as nothing (nor a crash)
+INSERT INTO hx_event (stream, seq, type, event) VALUES
+	('forged:2', 1, 'STATE_SNAPSHOT', '{"type": "STATE_SNAPSHOT"}'),
+	('forged:2', 2, 'STATE_DELTA', '{"type": "STATE_DELTA", "delta": []}'),
+	('forged:3', 1, 'CUSTOM', '{"type": "STATE_DELTA", "name": "hx.stream_end"}');
+SELECT err($$SELECT hx_stream_state_at('forged:2', 1)$$);
+SELECT err($$SELECT hx_stream_state_at('forged:2', 2)$$);
+SELECT err($$SELECT hx_stream_state_at('forged:3', 1)$$);
 
 -- The log's aggregates are pg_catalog's, whatever the search_path
 CREATE SCHEMA evil;
@@ -105,6 +114,6 @@ SELECT hx_stream_state_at('forged:1', 1);
 RESET search_path;
 DROP SCHEMA evil CASCADE;
 
-DELETE FROM hx_event WHERE stream IN ('forged:1', 'replay:1', 'replay:2');
+DELETE FROM hx_event WHERE stream IN ('forged:1', 'forged:2', 'forged:3', 'replay:1', 'replay:2');
 DROP TABLE replay, replay_seen;
 DROP FUNCTION replay_note(int);

@@ -74,9 +74,22 @@ SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "hx.stream_
 -- "snapshot" and "delta" belong to their own types, which replay reads
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "x", "snapshot": {}}')$$);
 SELECT err($$SELECT hx_stream_send('@t', '{"type": "STATE_DELTA", "delta": [], "snapshot": {}}')$$);
+-- a write, refused in a read-only transaction (and on a standby) as
+-- others are; so is the event of a streamed temporary table, which such a
+-- transaction may write
+BEGIN READ ONLY;
+SELECT err($$SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "x"}')$$);
+ROLLBACK;
+CREATE TEMP TABLE send_temp (k text PRIMARY KEY, st jsonb);
+CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON send_temp
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('st', 'k', 'stream=send_temp');
+BEGIN READ ONLY;
+SELECT err($$INSERT INTO send_temp VALUES ('a', '{}')$$);
+ROLLBACK;
+DROP TABLE send_temp;
 \pset tuples_only off
 \pset format aligned
-SELECT count(*) AS nothing_logged FROM hx_event WHERE stream = '@t';
+SELECT count(*) AS nothing_logged FROM hx_event WHERE stream IN ('@t', 'send_temp:a');
 
 --
 -- The sender writes the log as itself

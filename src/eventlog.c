@@ -469,7 +469,12 @@ insert_direct(Datum *values, TimestampTz created_at)
 	TupleTableSlot *slot;
 	int			b;
 
-	if (!ring_intact)
+	/*
+	 * A read-only transaction (or a standby) may not write the log: the
+	 * INSERT's executor refuses it as it refuses any other table's, which
+	 * writing the heap here would skip.
+	 */
+	if (!ring_intact || XactReadOnly)
 		return false;
 	/* the locks an INSERT into the parent takes */
 	parent = table_open(log_relid, RowExclusiveLock);

@@ -16,7 +16,10 @@
  * A seq the stream has not reached is an error (22023); so is one whose
  * snapshot or deltas were trimmed from the log (XH301): hx_stream_trim
  * keeps a contiguous tail of each stream, and a state before that tail
- * cannot be rebuilt.
+ * cannot be rebuilt.  An event that the log's type column marks as the
+ * snapshot or end to start from, but that is neither, is reported
+ * (XX001), as a delta that is not an array is: the log takes rows from
+ * whoever may insert into it.
  *
  * Memory is bounded by the state and one event, whatever the length of
  * the log replayed:
@@ -101,6 +104,21 @@ error_trimmed(const char *stream, int64 seq, int64 first)
 			 errhint("Trimming removed it (hx_stream_trim); keep the log longer to look further back.")));
 }
 
+/*
+ * The event the replay starts from, which the log's type column marks as
+ * a snapshot or an end, is neither (a row written to hx_event by something
+ * other than hx_stream and hx_stream_send, which check their events).
+ */
+static void
+error_no_start(Replay *r)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("event %lld of stream \"%s\" is neither a snapshot nor an end of the stream",
+					(long long) r->seq, hx_clip(r->stream)),
+			 errdetail("Its row in the log has the type of one, but the event has no member \"snapshot\" and is no CUSTOM \"hx.stream_end\" event.")));
+}
+
 static void
 replay_error_context(void *arg)
 {
@@ -170,8 +188,8 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	MemoryContext callcxt = CurrentMemoryContext;
 	MemoryContext eventcxt;
 	const char *nsp;
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		values[2];
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
 	int64		last;
 	int64		start;
 	int64		first;
@@ -228,13 +246,16 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 	errcallback.previous = error_context_stack;
 	error_context_stack = &errcallback;
 
+	/* the events from start to seq, and no further: later ones are not read */
 	values[1] = Int64GetDatum(start);
+	values[2] = Int64GetDatum(seq);
 	portal = SPI_cursor_open_with_args(NULL,
 									   psprintf("SELECT e.seq, e.event FROM %s.hx_event e"
 												" WHERE e.stream OPERATOR(pg_catalog.=) $1"
 												"   AND e.seq OPERATOR(pg_catalog.>=) $2"
+												"   AND e.seq OPERATOR(pg_catalog.<=) $3"
 												" ORDER BY e.seq", nsp),
-									   2, types, values, NULL, true, 0);
+									   3, types, values, NULL, true, 0);
 	expect = start;
 	while (expect <= seq)
 	{
@@ -258,6 +279,8 @@ hx_stream_state_at(PG_FUNCTION_ARGS)
 			replay_event(&r, hx_detoast_jsonb(event));
 			MemoryContextSwitchTo(oldcxt);
 			MemoryContextReset(eventcxt);
+			if (s == start && !r.begun && !r.ended)
+				error_no_start(&r);
 			r.seq = 0;
 			expect++;
 		}

@@ -39,6 +39,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -155,7 +156,7 @@ check_log_event(Jsonb *event)
 	if (t == ntypes)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("a log stream takes no %s events", hx_clip(type)),
+				 errmsg("a log stream takes no \"%s\" events", hx_clip(type)),
 				 errdetail("A log stream takes STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT and CUSTOM events.")));
 
 	if (!member(event, log_events[t].member, &v))
@@ -249,6 +250,8 @@ hx_stream_send(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("stream and event must not be null")));
+	/* a write, refused where writes are (before the stream is locked) */
+	PreventCommandIfReadOnly("hx_stream_send()");
 	stream = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	event = hx_detoast_jsonb(PG_GETARG_DATUM(1));
 	check_log_stream_name(stream);

@@ -62,6 +62,7 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -692,8 +693,6 @@ hx_stream(PG_FUNCTION_ARGS)
 						trigdata->tg_trigger->tgname),
 				 errdetail("A stream reports rows as they are stored, after every BEFORE trigger.")));
 
-	args = hx_trigger_args(fcinfo, trigdata, parse_stream_trigger_args);
-
 	workcxt = AllocSetContextCreate(CurrentMemoryContext, "hx_stream",
 									ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(workcxt);
@@ -702,6 +701,16 @@ hx_stream(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	hx_log_prepare();
 	check_log_privileges(rel);
+
+	/*
+	 * The lock on the log that writing the event takes anyway, taken before
+	 * the arguments are read: they depend on the installed version of the
+	 * scripts (the names of streams), and ALTER EXTENSION hxstate UPDATE
+	 * renames the streams under a lock that stops writers, so a writer that
+	 * waited for it reads the new version.
+	 */
+	LockRelationOid(hx_log_relid(), RowExclusiveLock);
+	args = hx_trigger_args(fcinfo, trigdata, parse_stream_trigger_args);
 
 	/* write the log as the table's owner; an error restores the user */
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);

@@ -249,6 +249,13 @@ class UndefinedFunction(HxError):
     sqlstate = "42883"
 
 
+class ReadOnlyTransaction(HxError):
+    """25006: hx_stream_send (or a streamed temporary table's change) in a
+    read-only transaction or on a standby."""
+
+    sqlstate = "25006"
+
+
 # raised by the LangGraph saver itself
 class ThreadConflict(SerializationFailure):
     """A run's checkpoint whose parent another writer already continued from:
@@ -297,6 +304,7 @@ BY_SQLSTATE: dict[str, type[HxError]] = {
         InvalidColumnReference,
         InsufficientPrivilege,
         UndefinedFunction,
+        ReadOnlyTransaction,
     )
 }
 

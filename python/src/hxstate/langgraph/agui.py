@@ -261,6 +261,12 @@ def _failed(err: BaseException) -> RunError:
     return RunError("hxstate_run_failed", f"{type(err).__name__}: {err}", expose=False)
 
 
+def _config(thread_id: str, config: RunnableConfig | None) -> RunnableConfig:
+    """config (the caller's, if any) on the thread."""
+    base = config or {}
+    return {**base, "configurable": {**base.get("configurable", {}), "thread_id": thread_id}}
+
+
 def run(
     graph: Pregel[Any, Any, Any, Any],
     input: Mapping[str, Any],
@@ -274,7 +280,7 @@ def run(
     RunAgentInput on thread ``thread_id``, to its next stop.  Raises
     ``RunError``; ``resume`` maps a resume entry to what ``interrupt()``
     returns; ``config`` is merged into the run's config."""
-    cfg: RunnableConfig = {**(config or {}), "configurable": {**(config or {}).get("configurable", {}), "thread_id": thread_id}}
+    cfg = _config(thread_id, config)
     try:
         go, graph_input = _plan(graph.get_state(cfg), input, messages_key, resume)
         if go:
@@ -294,7 +300,7 @@ async def arun(
     config: RunnableConfig | None = None,
 ) -> RunResult:
     """``run`` for a graph on an async checkpointer (AsyncHxSaver)."""
-    cfg: RunnableConfig = {**(config or {}), "configurable": {**(config or {}).get("configurable", {}), "thread_id": thread_id}}
+    cfg = _config(thread_id, config)
     try:
         go, graph_input = _plan(await graph.aget_state(cfg), input, messages_key, resume)
         if go:

@@ -17,9 +17,9 @@ the saver, to its next stop:
 - ``resume[]`` (AG-UI 1.0's ``{interruptId, status, payload}``) becomes
   ``Command(resume={interrupt_id: value})``: ``interrupt()`` returns the
   entry's payload when its status is ``resolved``, and ``{"status":
-  "cancelled"}`` (with the payload, if any) when the user abandoned it
-  (such a run carries no new messages: the interrupted node runs again on
-  the state it stopped on);
+  "cancelled"}`` (with the payload, if any) when the user abandoned it.
+  Such a run may not bring new messages: the interrupted node runs again
+  on the state it stopped on, which they would change under it;
 - with neither, a thread that has steps left (a run cut short) goes on, and
   one that has none is left as it is.
 

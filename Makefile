@@ -4,6 +4,7 @@ EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
 	src/catalog.o \
+	src/compress.o \
 	src/detoast.o \
 	src/diff.o \
 	src/encode.o \
@@ -33,7 +34,7 @@ DATA = \
 	sql/hxstate--0.5.0--0.6.0.sql \
 	sql/hxstate--0.6.0.sql
 
-REGRESS = setup patch merge diff limits guard phase stream names send security searchpath steps replay sessions upgrade
+REGRESS = setup patch merge diff compress limits guard phase stream names send security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --load-extension=hxstate
 
 ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send step-promote upgrade-rename

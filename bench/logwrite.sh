@@ -20,7 +20,12 @@
 # contenders alternating over HX_BENCH_PG_REPS rounds of HX_BENCH_PG_SECONDS
 # seconds: no stream, the stream with the direct write, the stream with the
 # prepared INSERT.  Prints the medians and the time per event each path
-# takes, and checks that every contender logged what it should.
+# takes, and checks that every contender logged what it should.  Then, as
+# the transactions' commits (fsync) make those rounds noisy on a small
+# machine, the same three contenders once more inside one transaction:
+# 20,000 such UPDATEs in a DO block, timed by the server, alternating over
+# the rounds; the difference per event between the two paths, round by
+# round (paired), and its median.
 #
 # Run by bench/run (part logwrite) or alone after test/provision --bench.
 set -euo pipefail
@@ -86,6 +91,34 @@ measure() {						# label pg_config
 				printf '%s round %d %-9s %9.0f tps  (%d events logged)\n' "$label" "$round" "$mode" "$tps" "$((after - before))"
 			done
 		done
+		# inside one transaction: no commit, no fsync; µs per UPDATE
+		: >"$work/$label.loop"
+		for round in $(seq 1 "$reps"); do
+			line=$round
+			for mode in none direct statement; do
+				case $mode in
+					direct) psql -X -q -c 'ALTER TABLE hx_event DISABLE ROW LEVEL SECURITY' ;;
+					statement) psql -X -q -c 'ALTER TABLE hx_event ENABLE ROW LEVEL SECURITY' ;;
+				esac
+				table=t
+				[ "$mode" = none ] && table=bare
+				us=$(psql -X -At -v ON_ERROR_STOP=1 2>&1 <<-EOF | sed -n 's/.*us=//p'
+					DO \$\$
+					DECLARE t0 timestamptz := clock_timestamp();
+					BEGIN
+					    FOR i IN 1..20000 LOOP
+					        UPDATE $table SET st = hx_merge(st, '[{"op": "increment", "path": "/n", "by": 1}]')
+					         WHERE k = 1 + i % 100;
+					    END LOOP;
+					    RAISE NOTICE 'us=%', extract(epoch FROM clock_timestamp() - t0) * 1e6 / 20000;
+					END \$\$;
+				EOF
+				)
+				line="$line $us"
+			done
+			echo "$line" >>"$work/$label.loop"
+			printf '%s in one transaction, round %d: none/direct/statement %s µs per UPDATE\n' "$label" "$round" "${line#* }"
+		done
 	)
 }
 
@@ -117,3 +150,16 @@ report pg15 "$("$HX_PG_CONFIG" --version | awk '{print $2}')"
 [ -f "$work/pg18.tps" ] && report pg18 "$("$HX_PG18_RELEASE_PG_CONFIG" --version | awk '{print $2}')"
 echo "(direct µs and stmt µs: the time a streamed UPDATE takes beyond an unstreamed one, per event;"
 echo " saved µs: what the direct write saves per event against the prepared INSERT)"
+echo
+echo "Inside one transaction: 20,000 streamed UPDATEs in a DO block, µs per UPDATE (medians of $reps rounds)"
+echo "version          |  none µs | direct µs|  stmt µs | saved µs (paired by round)"
+echo "-----------------+----------+----------+----------+---------------------------"
+loop_report() {						# label version
+	awk -v v="$2" '{n[NR] = $2; d[NR] = $3; s[NR] = $4; g[NR] = $4 - $3}
+		function med(a, k,   i, j, t, b) { for (i = 1; i <= k; i++) b[i] = a[i];
+			for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (b[j] < b[i]) { t = b[i]; b[i] = b[j]; b[j] = t }
+			return (k % 2) ? b[(k + 1) / 2] : (b[k / 2] + b[k / 2 + 1]) / 2 }
+		END { printf "%-16s | %8.1f | %8.1f | %8.1f | %8.1f\n", v, med(n, NR), med(d, NR), med(s, NR), med(g, NR) }' "$work/$1.loop"
+}
+loop_report pg15 "$("$HX_PG_CONFIG" --version | awk '{print $2}')"
+[ -f "$work/pg18.loop" ] && loop_report pg18 "$("$HX_PG18_RELEASE_PG_CONFIG" --version | awk '{print $2}')"

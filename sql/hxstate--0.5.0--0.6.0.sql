@@ -301,6 +301,18 @@ COMMENT ON FUNCTION @extschema@.hx_stream_send(pg_catalog.text, pg_catalog.jsonb
 IS 'append an AG-UI event (STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT or CUSTOM) to a log stream "@<name>" as its next event; its seq';
 
 --
+-- Narrow rows compressed: PostgreSQL compresses a row's values only when
+-- the row is wider than about 2 kB.
+--
+CREATE FUNCTION @extschema@.hx_compress(value anyelement, method pg_catalog.text DEFAULT NULL)
+RETURNS anyelement
+AS 'MODULE_PATHNAME', 'hx_compress'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.hx_compress(anyelement, pg_catalog.text)
+IS 'a value of a variable-length type compressed in line (pglz or lz4), for narrow rows PostgreSQL stores uncompressed';
+
+--
 -- The log's NOT NULL constraints take the names a fresh install gives
 -- them.  PostgreSQL 18 keeps NOT NULL constraints in pg_constraint, with
 -- names unique in the schema; 0.5.0 created the partitioned log while

@@ -46,6 +46,14 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION @extschema@.hx_check_writes(pg_catalog.jsonb)
 IS 'raise the error hx_merge would raise for writes whatever the state (malformed op list, op, member or pointer)';
 
+CREATE FUNCTION @extschema@.hx_compress(value anyelement, method pg_catalog.text DEFAULT NULL)
+RETURNS anyelement
+AS 'MODULE_PATHNAME', 'hx_compress'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION @extschema@.hx_compress(anyelement, pg_catalog.text)
+IS 'a value of a variable-length type compressed in line (pglz or lz4), for narrow rows PostgreSQL stores uncompressed';
+
 --
 -- 2. Session invariants: row trigger functions that check and raise;
 -- attach them AFTER, as CREATE CONSTRAINT TRIGGER ... AFTER INSERT OR

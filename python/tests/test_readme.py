@@ -53,15 +53,20 @@ def test_example_runs(dsn: str, n: int) -> None:
 
 
 def hitl_blocks() -> dict[str, str]:
-    text = (TOP / "README.md").read_text()
-    found = re.findall(r"<!-- langgraph-hitl: (\S+)[^>]*-->\n```\w+\n(.*?)```", text, re.S)
-    return dict(found)
+    """The example's files: the hook in the README, the rest in docs/langgraph.md."""
+    found: dict[str, str] = {}
+    for doc in ("README.md", "docs/langgraph.md"):
+        for name, code in re.findall(r"<!-- langgraph-hitl: (\S+)[^>]*-->\n```\w+\n(.*?)```", (TOP / doc).read_text(), re.S):
+            assert name not in found, f"{name} twice"
+            found[name] = code
+    return found
 
 
 def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
-    """The LangGraph section's "Human in the loop through the gateway": its
-    files as written, in a directory of their own, and its commands, each
-    line as written: the setup, the gateway (until it listens), the client."""
+    """"Human in the loop through the gateway" (README.md's LangGraph section
+    and docs/langgraph.md): its files as written, in a directory of their
+    own, and its commands, each line as written: the setup, the gateway
+    (until it listens), the client."""
     files = hitl_blocks()
     assert sorted(files) == ["approval.py", "client.js", "run.sh", "server.js"]
     for name in ("approval.py", "client.js", "server.js"):

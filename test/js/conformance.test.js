@@ -1,7 +1,9 @@
 'use strict';
 // The JSON Patch conformance suite (github.com/json-patch/json-patch-tests)
 // run through hx_patch: the npm package json-patch-test-suite always, and the
-// newer upstream copy in ../shared/json-patch-tests when it is there.  Every
+// newer upstream copy when there is one: the directory HX_JSON_PATCH_TESTS
+// names (it must hold tests.json), or else ../shared/json-patch-tests beside
+// the repository, where this project's development machines keep it.  Every
 // active case must pass: an "expected" case must give exactly that document
 // (compared as jsonb), an "error" case must raise, with a SQLSTATE that is a
 // user error, never an internal one (XX000) or a lost connection, and a case
@@ -15,9 +17,11 @@ const { freshDatabase } = require('./helpers');
 const sources = [
   ['npm json-patch-test-suite', path.dirname(require.resolve('json-patch-test-suite/package.json'))],
 ];
-const upstream = path.resolve(__dirname, '../../../shared/json-patch-tests');
-if (fs.existsSync(path.join(upstream, 'tests.json')))
-  sources.push(['upstream json-patch-tests', upstream]);
+const named = process.env.HX_JSON_PATCH_TESTS;
+const upstream = named || path.resolve(__dirname, '../../../shared/json-patch-tests');
+// a directory named must be there: a wrong path fails rather than passing on less
+if (named) assert.ok(fs.existsSync(path.join(upstream, 'tests.json')), `HX_JSON_PATCH_TESTS=${upstream} holds tests.json`);
+if (fs.existsSync(path.join(upstream, 'tests.json'))) sources.push(['upstream json-patch-tests', upstream]);
 
 // SQLSTATEs hx_patch raises for a bad patch, by class (README: SQLSTATEs)
 const USER_ERRORS = new Set(['22023', '22P02', '22033', '2203A', 'XH001']);

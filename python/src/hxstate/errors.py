@@ -146,6 +146,13 @@ class ObjectNotInPrerequisiteState(HxError):
     sqlstate = "55000"
 
 
+class ReadOnlyTransaction(HxError):
+    """25006: hx_stream_send (or a change a streamed table logs directly) in
+    a read-only transaction or on a standby."""
+
+    sqlstate = "25006"
+
+
 class DatetimeFieldOverflow(HxError):
     """22008: hx_event_ring of infinity or -infinity."""
 
@@ -249,13 +256,6 @@ class UndefinedFunction(HxError):
     sqlstate = "42883"
 
 
-class ReadOnlyTransaction(HxError):
-    """25006: hx_stream_send (or a streamed temporary table's change) in a
-    read-only transaction or on a standby."""
-
-    sqlstate = "25006"
-
-
 # raised by the LangGraph saver itself
 class ThreadConflict(SerializationFailure):
     """A run's checkpoint whose parent another writer already continued from:
@@ -287,6 +287,7 @@ BY_SQLSTATE: dict[str, type[HxError]] = {
         NullValueNotAllowed,
         ArraySubscriptError,
         ObjectNotInPrerequisiteState,
+        ReadOnlyTransaction,
         DatetimeFieldOverflow,
         DataCorrupted,
         DuplicateObject,
@@ -304,7 +305,6 @@ BY_SQLSTATE: dict[str, type[HxError]] = {
         InvalidColumnReference,
         InsufficientPrivilege,
         UndefinedFunction,
-        ReadOnlyTransaction,
     )
 }
 

@@ -117,7 +117,7 @@ class HxSaver(BaseHxSaver):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         tuples: list[CheckpointTuple] = self._run(
-            self._list_steps(config, filter, before, limit), transaction=False
+            self._list_steps(config, filter, before, limit)
         )
         yield from tuples
 

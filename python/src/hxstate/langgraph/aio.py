@@ -106,7 +106,7 @@ class AsyncHxSaver(BaseHxSaver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         tuples: list[CheckpointTuple] = await self._run(
-            self._list_steps(config, filter, before, limit), transaction=False
+            self._list_steps(config, filter, before, limit)
         )
         for t in tuples:
             yield t

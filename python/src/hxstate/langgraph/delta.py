@@ -144,10 +144,23 @@ def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
     chain costs the state plus its ops (apply_ops copies each list it
     changes, as a shared state needs)."""
     indexes: dict[str, dict[Any, int]] = {}
+    channels: dict[str, str] = {}  # path -> channel: a chain names a few channels many times
     for ops in deltas:
         for op in ops:
-            ch = channel_of(op)
+            path = op["path"]
+            ch = channels.get(path)
+            if ch is None:
+                ch = channels[path] = channel_of(op)
             kind = op["op"]
+            # what apply_ops does, without a call per op
+            if kind == "add":
+                state[ch] = op["value"]
+                indexes.pop(ch, None)
+                continue
+            if kind == "delete":
+                state.pop(ch, None)
+                indexes.pop(ch, None)
+                continue
             cur = state.get(ch)
             if kind in ("upsert", "copy", "append") and type(cur) is list:
                 if kind == "append":

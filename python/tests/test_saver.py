@@ -1,0 +1,253 @@
+"""HxSaver's storage and reads: a cold read (a fresh saver, as another
+process reads a thread) and list() give every checkpoint's state, across
+snapshots, forks, prunes and parents not older than their children; rows under 2 kB
+are stored compressed; LangGraph's bookkeeping is packed and rows written
+before packing still read; messages are built as model_construct builds
+them."""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.checkpoint.base import empty_checkpoint
+
+from hxstate.langgraph import HxSaver
+from hxstate.langgraph import base as B
+from hxstate.langgraph import codec as C
+
+SCHEMA = "lg_saver"
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        HxSaver(c, schema=SCHEMA).setup()
+        yield c
+
+
+def text(rng: random.Random, n: int = 900) -> str:
+    words = "state agent tool call message model thread checkpoint stream event delta snapshot".split()
+    return " ".join(rng.choice(words) for _ in range(n // 6))[:n]
+
+
+class Thread:
+    """Puts checkpoints on a thread by hand, remembering each one's state."""
+
+    def __init__(self, saver: HxSaver, thread: str) -> None:
+        self.saver = saver
+        self.thread = thread
+        self.states: dict[str, dict[str, Any]] = {}
+        self.n = 0
+
+    def put(self, parent: Any, values: dict[str, Any], *, source: str = "loop", cid: str | None = None) -> Any:
+        self.n += 1
+        cp = empty_checkpoint()
+        cp["id"] = cid or f"{self.n:06d}"
+        cp["channel_values"] = values
+        cp["channel_versions"] = {ch: self.n for ch in values}
+        config = parent or {"configurable": {"thread_id": self.thread, "checkpoint_ns": ""}}
+        out = self.saver.put(config, cp, {"source": source, "step": self.n}, dict(cp["channel_versions"]))
+        self.states[cp["id"]] = json.loads(json.dumps(values))
+        return out
+
+
+def cold(conn: psycopg.Connection[Any], thread: str, cid: str | None = None) -> dict[str, Any]:
+    """A checkpoint's values as a fresh saver reads them."""
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if cid:
+        conf["checkpoint_id"] = cid
+    t = HxSaver(conn, schema=SCHEMA).get_tuple({"configurable": conf})
+    assert t is not None
+    return dict(t.checkpoint["channel_values"])
+
+
+def listed(conn: psycopg.Connection[Any], thread: str) -> dict[str, Any]:
+    """Every checkpoint's values as a fresh saver's list() gives them."""
+    saver = HxSaver(conn, schema=SCHEMA)
+    return {t.checkpoint["id"]: dict(t.checkpoint["channel_values"]) for t in saver.list({"configurable": {"thread_id": thread}})}
+
+
+def state_at(conn: psycopg.Connection[Any], thread: str, cid: str) -> Any:
+    return conn.execute(f"SELECT {SCHEMA}.state_at(%s, '', %s)", (thread, cid)).fetchone()[0]  # type: ignore[index]
+
+
+def test_cold_reads_across_snapshots_and_forks(conn: psycopg.Connection[Any]) -> None:
+    """Every checkpoint of a thread with snapshots, edits, removals and a
+    fork whose rows lie between its snapshot and its checkpoints reads
+    back as it was put, by a fresh saver and by state_at."""
+    rng = random.Random(1)
+    t = Thread(HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096), "cold-1")
+    msgs: list[dict[str, Any]] = []
+    cfg = t.put(None, {"messages": [], "plan": "a"}, source="input")
+    configs = [cfg]
+    for i in range(40):
+        msgs = msgs + [{"id": f"m{i}", "type": "note", "text": text(rng)}]
+        if i % 7 == 3:
+            msgs[0] = {**msgs[0], "text": f"edited {i}"}
+        if i % 11 == 5:
+            del msgs[1]
+        cfg = t.put(cfg, {"messages": msgs, "plan": f"step {i}"})
+        configs.append(cfg)
+    # a fork from the middle, and the main line edited by hand: rows of
+    # both branches interleave after their snapshot (sources a run does not
+    # write, so neither is refused as a second writer)
+    fork = configs[20]
+    main = cfg
+    for i in range(6):
+        fork = t.put(fork, {"messages": msgs[:10] + [{"id": f"f{i}", "type": "note", "text": text(rng)}], "plan": "fork"},
+                     source="fork")
+        main = t.put(main, {"messages": msgs + [{"id": f"x{i}", "type": "note", "text": text(rng)}], "plan": "main"},
+                     source="update")
+    snapshots = conn.execute(
+        f"SELECT count(*) FROM {SCHEMA}.checkpoints WHERE thread_id = 'cold-1' AND snapshot IS NOT NULL"
+    ).fetchone()[0]  # type: ignore[index]
+    assert snapshots >= 3
+    for cid, values in t.states.items():
+        assert cold(conn, "cold-1", cid) == values, cid
+        assert state_at(conn, "cold-1", cid) == values, cid
+    assert cold(conn, "cold-1") == t.states[max(t.states)]
+    assert listed(conn, "cold-1") == t.states
+    # a page of the history: states rebuilt from the rows that page needs
+    before = configs[30]["configurable"]["checkpoint_id"]
+    page = list(HxSaver(conn, schema=SCHEMA).list({"configurable": {"thread_id": "cold-1"}}, limit=5, before=configs[30]))
+    assert [p.checkpoint["id"] for p in page] == sorted((c for c in t.states if c < before), reverse=True)[:5]
+    assert all(p.checkpoint["channel_values"] == t.states[p.checkpoint["id"]] for p in page)
+
+
+def test_cold_read_when_a_parent_is_not_older(conn: psycopg.Connection[Any]) -> None:
+    """Ids that do not grow along the chain (a parent newer than its
+    child): the range from the snapshot does not hold the chain, and the
+    read walks it with chain()."""
+    t = Thread(HxSaver(conn, schema=SCHEMA), "cold-2")
+    c1 = t.put(None, {"messages": [{"id": "a", "text": "1"}]}, source="input", cid="500")
+    c2 = t.put(c1, {"messages": [{"id": "a", "text": "1"}, {"id": "b", "text": "2"}]}, cid="300", source="update")
+    t.put(c2, {"messages": [{"id": "a", "text": "1"}, {"id": "b", "text": "2"}, {"id": "c", "text": "3"}]}, cid="400",
+          source="update")
+    for cid, values in t.states.items():
+        assert cold(conn, "cold-2", cid) == values, cid
+    assert listed(conn, "cold-2") == t.states
+
+
+def test_cold_read_after_prune_and_delete_for_runs(conn: psycopg.Connection[Any]) -> None:
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=1024)
+    rng = random.Random(2)
+    t = Thread(saver, "cold-3")
+    cfg = t.put(None, {"messages": []}, source="input")
+    msgs: list[dict[str, Any]] = []
+    for i in range(12):
+        msgs = msgs + [{"id": f"m{i}", "text": text(rng, 300)}]
+        cfg = t.put(cfg, {"messages": msgs})
+    saver.prune(["cold-3"])
+    (cid,) = [r[0] for r in conn.execute(f"SELECT checkpoint_id FROM {SCHEMA}.checkpoints WHERE thread_id = 'cold-3'")]
+    assert cold(conn, "cold-3") == t.states[cid]
+
+
+def test_message_sized_rows_are_compressed(conn: psycopg.Connection[Any]) -> None:
+    """A checkpoint that adds a 1 kB message is a row under 2 kB, which
+    PostgreSQL compresses only with the pad; nothing small is moved out of
+    the row."""
+    rng = random.Random(3)
+    t = Thread(HxSaver(conn, schema=SCHEMA), "rows-1")
+    cfg = t.put(None, {"messages": []}, source="input")
+    msgs: list[dict[str, Any]] = []
+    for i in range(20):
+        msgs = msgs + [{"id": f"m{i}", "type": "note", "text": text(rng, 1000)}]
+        cfg = t.put(cfg, {"messages": msgs})
+    rows = conn.execute(
+        f"""SELECT pg_column_compression(delta), pg_column_size(delta), octet_length(delta::text), pad IS NOT NULL
+              FROM {SCHEMA}.checkpoints WHERE thread_id = 'rows-1' AND snapshot IS NULL"""
+    ).fetchall()
+    assert len(rows) == 20
+    for method, stored, raw, padded in rows:
+        assert padded and method is not None and stored * 3 < raw * 2, (method, stored, raw)
+    toast = conn.execute(
+        f"SELECT reltoastrelid::regclass::text FROM pg_class WHERE oid = '{SCHEMA}.checkpoints'::regclass"
+    ).fetchone()[0]  # type: ignore[index]
+    chunks = conn.execute(f"SELECT count(DISTINCT chunk_id) FROM {toast}").fetchone()[0]  # type: ignore[index]
+    assert chunks == 0  # no snapshot here is wider than a page, and nothing else goes out of line
+    assert cold(conn, "rows-1") == t.states[max(t.states)]
+
+
+def test_bookkeeping_packed_and_rows_of_before(conn: psycopg.Connection[Any]) -> None:
+    """LangGraph's versions are packed; a row that keeps them as jsonb (as
+    the saver wrote them before) reads the same."""
+    saver = HxSaver(conn, schema=SCHEMA)
+    t = Thread(saver, "pack-1")
+    c1 = t.put(None, {"messages": [{"id": "a"}]}, source="input")
+    c2 = t.put(c1, {"messages": [{"id": "a"}, {"id": "b"}]})
+    before = saver.get_tuple(c2)
+    assert before is not None
+    row = conn.execute(
+        f"SELECT checkpoint, packed FROM {SCHEMA}.checkpoints WHERE thread_id = 'pack-1' AND checkpoint_id = %s",
+        (before.config["configurable"]["checkpoint_id"],),
+    ).fetchone()
+    assert row is not None and row[0] is None and row[1] is not None
+    conn.execute(
+        f"""UPDATE {SCHEMA}.checkpoints SET checkpoint = %s::jsonb, packed = NULL
+             WHERE thread_id = 'pack-1'""",
+        (json.dumps({k: v for k, v in before.checkpoint.items() if k not in ("id", "channel_values")}),),
+    )
+    after = HxSaver(conn, schema=SCHEMA).get_tuple(c2)
+    assert after is not None and after.checkpoint == before.checkpoint
+    # a put on a parent read cold takes its versions from either form
+    c3 = t.put(c2, {"messages": [{"id": "a"}, {"id": "b"}, {"id": "c"}]})
+    assert cold(conn, "pack-1", c3["configurable"]["checkpoint_id"]) == t.states[c3["configurable"]["checkpoint_id"]]
+
+
+def test_pack() -> None:
+    text = json.dumps([{"content": "hello " * 100, "type": "ai"}])
+    packed = B.pack(text)
+    assert packed is not None and len(packed) < len(text) / 4 and B.unpack(packed) == text
+    assert B.unpack(zlib.compress(text.encode())) == text  # packed without the dictionary
+    assert B.pack("short") is None and B.pack("short", always=True) is not None
+    other = zlib.compressobj(6, zdict=b"another dictionary")
+    with pytest.raises(ValueError, match="dictionary"):
+        B.unpack(other.compress(text.encode()) + other.flush())
+
+
+MESSAGES: list[BaseMessage] = [
+    HumanMessage("hi", id="h"),
+    AIMessage("", id="a", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1"}], usage_metadata={
+        "input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+    AIMessageChunk("chunk", id="ac"),
+    SystemMessage("be brief"),
+    ToolMessage("3", tool_call_id="c1", id="t", artifact={"k": [1]}),
+    FunctionMessage("r", name="f"),
+    ChatMessage("x", role="critic"),
+    RemoveMessage(id="h"),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_messages_built_as_model_construct_builds_them(message: BaseMessage) -> None:
+    dumped = message.model_dump()
+    cls = type(message)
+    fast = C.Codec(None).decode(json.loads(json.dumps(dumped)))  # type: ignore[arg-type]
+    slow = cls.model_construct(**json.loads(json.dumps(dumped)))
+    assert type(fast) is cls
+    assert fast == slow == message
+    assert list(fast.__dict__) == list(slow.__dict__)
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.__pydantic_private__ == slow.__pydantic_private__
+    assert fast.model_dump() == dumped
+    # a message of the read is its own: changing it changes no other read
+    fast.content = "changed"
+    assert C.Codec(None).decode(json.loads(json.dumps(dumped))).content == message.content  # type: ignore[arg-type]

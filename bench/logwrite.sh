@@ -93,7 +93,9 @@ measure() {						# label pg_config
 		done
 		# inside one transaction: no commit, no fsync; µs per UPDATE
 		: >"$work/$label.loop"
-		for round in $(seq 1 "$reps"); do
+		# round 0 warms the caches up (the first DO of a session plans and
+		# reads what the next ones find ready); it is not counted
+		for round in $(seq 0 "$reps"); do
 			line=$round
 			for mode in none direct statement; do
 				case $mode in
@@ -114,10 +116,11 @@ measure() {						# label pg_config
 					END \$\$;
 				EOF
 				)
-				line="$line $us"
+				line="$line $(printf '%.1f' "$us")"
 			done
-			echo "$line" >>"$work/$label.loop"
-			printf '%s in one transaction, round %d: none/direct/statement %s µs per UPDATE\n' "$label" "$round" "${line#* }"
+			[ "$round" -gt 0 ] && echo "$line" >>"$work/$label.loop"
+			printf '%s in one transaction, round %d%s: none/direct/statement %s µs per UPDATE\n' "$label" "$round" \
+				"$([ "$round" = 0 ] && echo ' (warm-up)')" "${line#* }"
 		done
 	)
 }

@@ -73,17 +73,12 @@ function parseTablesFlag(text) {
   });
 }
 
-/** A name as quote_ident writes it. */
-function quoteIdent(name) {
-  return /^[a-z_][a-z0-9_$]*$/.test(name) ? name : `"${String(name).replace(/"/g, '""')}"`;
-}
-
 /**
  * Each table's stream prefix, as its hx_stream trigger names streams:
- * the trigger's stream=<name> option, else the table's name as the
- * installed hxstate writes it (asked of the database with one of the
- * table's keys when it has a row; else the 0.6.0 rule, schema-qualified
- * outside public, or the bare name before 0.6.0).  client is a connected
+ * hxstate 0.6.0 and later say it (hx_stream_tables()); before, the
+ * trigger's stream=<name> option, else the table's name as the installed
+ * hxstate writes it (asked of the database with one of the table's keys
+ * when it has a row; else the bare name).  client is a connected
  * pg.Client.  Returns Map(name -> prefix); a table with no hx_stream
  * trigger (or that does not exist) is left out (its requests get 404).
  */
@@ -96,6 +91,13 @@ async function streamPrefixes(client, tables) {
   const newRule = versionAtLeast(ext.extversion, '0.6.0');
   for (const t of tables) {
     if (t.source) continue;
+    if (newRule) {
+      // 0.6.0 and later say it themselves
+      const { rows: named } = await client.query(
+        `SELECT prefix FROM ${schema}.hx_stream_tables() WHERE source = pg_catalog.to_regclass($1)`, [t.name]);
+      if (named.length > 0) out.set(t.name, named[0].prefix);
+      continue;
+    }
     const { rows } = await client.query(
       `SELECT c.oid::pg_catalog.regclass::text AS rel, n.nspname, c.relname, tg.tgargs
          FROM pg_catalog.pg_trigger tg
@@ -122,10 +124,7 @@ async function streamPrefixes(client, tables) {
     } catch (err) {
       prefix = null; // the role may not read the table yet: the rule below
     }
-    if (prefix === null) {
-      prefix = newRule && rows[0].nspname !== 'public' ? `${quoteIdent(rows[0].nspname)}.${quoteIdent(rows[0].relname)}`
-        : newRule ? quoteIdent(rows[0].relname) : rows[0].relname;
-    }
+    if (prefix === null) prefix = rows[0].relname;
     out.set(t.name, prefix);
   }
   return out;
@@ -167,6 +166,6 @@ function prefixClash(prefixes) {
 }
 
 module.exports = {
-  normaliseTables, parseTablesFlag, streamPrefixes, prefixClash, isPointer, triggerArgs, quoteIdent,
+  normaliseTables, parseTablesFlag, streamPrefixes, prefixClash, isPointer, triggerArgs,
   DEFAULT_MESSAGES, DEFAULT_INTERRUPT,
 };

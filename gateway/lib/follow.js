@@ -64,6 +64,7 @@ class Follower {
     this.on = on;
     this.paths = [table.messages, table.interrupt].filter((p) => p !== null);
     this.sub = null;
+    this.stream = null; // the followed stream's name, once known
     this.sent = null;          // the seq of the last event queued
     this.proj = null;          // the projection after it (null: not known yet)
     this.interrupts = [];      // the pending interrupts after it
@@ -107,6 +108,7 @@ class Follower {
     });
     sub.on('error', (err) => this.gw._log('warn', `${this.target.stream}: ${err.message}`));
     sub.ready.then(() => {
+      if (this.sub === sub) this.stream = sub.stream; // the stream's name as the database gives it
       if (this.sub === sub && !this.stopped && this.on.ready) this.on.ready();
     }, (err) => {
       if (this.sub === sub && !this.stopped) this.on.fail(err);

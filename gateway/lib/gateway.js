@@ -124,10 +124,14 @@ class Gateway {
   /** Bytes of request bodies being read now. */
   get bodyBytes() { return this._bodies.inFlight; }
 
-  /** Refuse to serve two tables whose streams would be one (see config.js). */
+  /**
+   * Each table's stream prefix, as the database names its streams (see
+   * config.js), for the names the gateway reports; refuse to serve two
+   * tables whose streams would be one.
+   */
   async _checkPrefixes() {
     const plain = this.tables.filter((t) => !t.source);
-    if (plain.length < 2) return;
+    if (plain.length === 0) return;
     const client = await clientFor(this._o.phasePg || this._o.pg);
     await client.connect();
     let prefixes;
@@ -249,7 +253,10 @@ class Gateway {
     if (key === '') throw new HttpError(400, 'malformed key: empty');
     if (key.includes('\u0000')) throw new HttpError(400, 'malformed key: it contains a NUL character');
     if (Buffer.byteLength(key) > KEY_MAX_BYTES) throw new HttpError(400, `malformed key: longer than ${KEY_MAX_BYTES} bytes`);
-    return { table, key, stream: `${table}:${key}`, kind: route === 'agents' ? 'run' : route === 'streams' ? 'stream' : 'view', url };
+    // a table's streams are <prefix>:<key> as the database names them; a
+    // source's name is its function's, known once the stream is followed
+    const prefix = this.prefixes && this.prefixes.get(table);
+    return { table, key, stream: `${prefix || table}:${key}`, kind: route === 'agents' ? 'run' : route === 'streams' ? 'stream' : 'view', url };
   }
 
   /** The seq to resume after: Last-Event-ID (or ?lastEventId=), a seq; null for none. */

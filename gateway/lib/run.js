@@ -108,7 +108,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     if (finished || conn.closed) return;
     if (hookState === 'running' && outcome.type === 'cancelled') controller.abort(reason);
     end(finishedEntry(threadId, runId, outcome,
-      { stream: target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
+      { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
   };
   const error = (message, code) => {
     if (finished || conn.closed) return;

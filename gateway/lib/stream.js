@@ -53,7 +53,7 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
       conn.push(started());
     }
     conn.push(finishedEntry(threadId, id, { type: 'success' },
-      { stream: target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
+      { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
     conn.end();
   };
   const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId: id, timestamp: Date.now() }), keep: true });

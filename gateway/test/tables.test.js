@@ -25,6 +25,9 @@ before(async () => {
   await db.query("CREATE TRIGGER s AFTER INSERT OR UPDATE OR DELETE ON a FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'k', 'stream=shared')");
   await db.query("CREATE TRIGGER s AFTER INSERT OR UPDATE OR DELETE ON b FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'k', 'stream=shared')");
   await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ('s-99', 'alice', '{"m": "${MARK}"}')`);
+  await db.query('CREATE TABLE c (k text PRIMARY KEY, state jsonb)');
+  await db.query("CREATE TRIGGER s AFTER INSERT OR UPDATE OR DELETE ON c FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'k', 'stream=cee')");
+  await db.query(`INSERT INTO c VALUES ('k1', '{"n": 1}')`);
 });
 after(async () => { await db.end(); });
 
@@ -52,6 +55,24 @@ test('same-named tables of two schemas: refused where their streams would be one
     await t.sleep(200);
     assert.ok(!c.text.includes(MARK), 'nothing of public.sessions');
     assert.deepEqual(t.stateOf(c.seqEvents()), { tenant: 'b' });
+    // the run is named after the stream as the database names it
+    const started = c.messages.map((m) => m.data).find((d) => d && d.type === 'RUN_STARTED');
+    assert.equal(started.threadId, 'tenant_b.sessions:s-99');
+    assert.equal(c.seqEvents()[0].metadata.stream, 'tenant_b.sessions:s-99');
+    c.close();
+  } finally {
+    await g.close();
+  }
+});
+
+test('a table whose trigger names its streams (stream=cee): runs and results carry the stream\'s own name', async () => {
+  const g = await t.startGateway(DB, { tables: ['c'], appName: 'hx-gateway-tables', maxRunMs: 300 });
+  try {
+    const c = t.sse(`${g.base}/streams/c/k1`, { headers: { authorization: `Bearer ${mintToken(t.SECRET, 'c:k1')}` } });
+    await t.waitFor(() => c.seqEvents().length >= 1, 'the row of c');
+    const started = c.messages.map((m) => m.data).find((d) => d && d.type === 'RUN_STARTED');
+    assert.equal(c.seqEvents()[0].metadata.stream, 'cee:k1');
+    assert.equal(started.threadId, 'cee:k1');
     c.close();
   } finally {
     await g.close();

@@ -106,6 +106,13 @@ def test_sqlstates(conn: psycopg.Connection[Any], sessions: str, key: str, state
     assert isinstance(e.value.__cause__, psycopg.Error)
 
 
+def test_read_only_transaction(conn: psycopg.Connection[Any]) -> None:
+    with pytest.raises(errors.ReadOnlyTransaction) as e, errors.errors(), conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        conn.execute("""SELECT hx_stream_send('@py:read-only', '{"type": "CUSTOM", "name": "x", "value": 1}')""")
+    assert e.value.sqlstate == "25006"
+
+
 def test_every_sqlstate_of_the_readme_has_a_class() -> None:
     import pathlib
     import re

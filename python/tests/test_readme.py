@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+import secrets
+import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
+
+from hxstate.langgraph import HxSaver
 
 TOP = Path(__file__).resolve().parents[2]
 
@@ -17,6 +24,13 @@ TOP = Path(__file__).resolve().parents[2]
 def blocks() -> list[str]:
     text = (TOP / "README.md").read_text()
     return re.findall(r"<!-- python-example:[^>]*-->\n```python\n(.*?)```", text, re.S)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def test_there_are_examples() -> None:
@@ -36,3 +50,69 @@ def test_example_runs(dsn: str, n: int) -> None:
         assert "STATE_DELTA {'calls': 1, 'todos': ['write'], 'done': True}" in out.stdout
     else:
         assert out.stdout.strip() == "['hi', 'hello!']"
+
+
+def hitl_blocks() -> dict[str, str]:
+    """The example's files: the hook in the README, the rest in docs/langgraph.md."""
+    found: dict[str, str] = {}
+    for doc in ("README.md", "docs/langgraph.md"):
+        for name, code in re.findall(r"<!-- langgraph-hitl: (\S+)[^>]*-->\n```\w+\n(.*?)```", (TOP / doc).read_text(), re.S):
+            assert name not in found, f"{name} twice"
+            found[name] = code
+    return found
+
+
+def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
+    """"Human in the loop through the gateway" (README.md's LangGraph section
+    and docs/langgraph.md): its files as written, in a directory of their
+    own, and its commands, each line as written: the setup, the gateway
+    (until it listens), the client."""
+    files = hitl_blocks()
+    assert sorted(files) == ["approval.py", "client.js", "run.sh", "server.js"]
+    for name in ("approval.py", "client.js", "server.js"):
+        (tmp_path / name).write_text(files[name])
+    setup, server, client = [line.split("#")[0].strip() for line in files["run.sh"].strip().splitlines()]
+    assert (setup, server, client) == ("python3 -m hxstate.langgraph.agui --setup", "node server.js &", "node client.js thread-1")
+    conn = psycopg.conninfo.conninfo_to_dict(dsn)
+    host, port = os.environ.get("PGHOST", "/var/run/postgresql"), os.environ.get("PGPORT", "5432")
+    env = {
+        **os.environ,
+        # python3 is the suite's, which has langgraph; the package is not installed but on the path
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "PYTHONPATH": str(TOP / "python" / "src"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NODE_PATH": str(TOP / "node_modules"),  # the repository's, for files outside it
+        "DATABASE_URL": f"postgresql://{os.environ.get('PGUSER', 'postgres')}@/{conn['dbname']}?host={host}&port={port}",
+        "HX_GATEWAY_SECRET": secrets.token_hex(32),
+        "PORT": str(free_port()),
+    }
+    out = subprocess.run(["sh", "-c", setup], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    gateway = subprocess.Popen(shlex.split(server.rstrip("& ")), cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert gateway.stdout is not None
+        assert gateway.stdout.readline() == f"listening on http://127.0.0.1:{env['PORT']}\n"
+        out = subprocess.run(["sh", "-c", client], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == 'asked: call add with {"a": 2, "b": 3}?\nanswer: add(2, 3): 5\n'
+        # declined, as the prose says
+        (tmp_path / "decline.js").write_text(files["client.js"].replace("approved: true", "approved: false"))
+        out = subprocess.run(["node", "decline.js", "thread-2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.endswith("answer: add(2, 3): declined\n")
+    finally:
+        gateway.terminate()
+        gateway.wait(timeout=30)
+    # the threads, as graph.get_state() shows them
+    sys.path.insert(0, str(tmp_path))
+    try:
+        approval = importlib.import_module("approval")
+    finally:
+        sys.path.remove(str(tmp_path))
+    with psycopg.connect(dsn, autocommit=True) as c:
+        graph = approval.builder.compile(checkpointer=HxSaver(c))
+        for thread, last in (("thread-1", "5"), ("thread-2", "declined")):
+            state = graph.get_state({"configurable": {"thread_id": thread}})
+            assert [(m.type, m.content) for m in state.values["messages"]] == [
+                ("human", "what is 2 + 3?"), ("ai", ""), ("tool", last), ("ai", f"add(2, 3): {last}")]
+            assert state.next == () and state.interrupts == ()

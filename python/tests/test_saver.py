@@ -210,6 +210,14 @@ def test_rows_are_compressed_in_line(conn: psycopg.Connection[Any]) -> None:
     assert cold(conn, "rows-1") == t.states[max(t.states)] == cold(conn, "rows-2")
 
 
+def test_compressed_as_the_server_can() -> None:
+    """lz4 where the server has it, pglz otherwise; the value as it is on
+    an hxstate without hx_compress."""
+    assert B.Server(True, '"hx"', True, True).compressed("x", "lz4") == """"hx".hx_compress(x, 'lz4')"""
+    assert B.Server(True, '"hx"', True, False).compressed("x", "lz4") == """"hx".hx_compress(x, 'pglz')"""
+    assert B.Server(True, '"hx"', False, True).compressed("x", "pglz") == "x"
+
+
 def test_bookkeeping_packed(conn: psycopg.Connection[Any]) -> None:
     """LangGraph's versions are packed, and read back as they were put."""
     saver = HxSaver(conn, schema=SCHEMA)

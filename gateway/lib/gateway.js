@@ -60,6 +60,31 @@ function defaultLog(level, message) {
   if (level === 'error' || level === 'warn') console.error(`hxstate-gateway: ${message}`);
 }
 
+
+// How long a refused request's connection goes on being read (and what
+// arrives dropped) after its response, before the gateway closes it.
+const LINGER_MS = 5000;
+
+/**
+ * A lingering close for a connection whose request body the gateway
+ * refused (413, 408, 503 with Connection: close).  node:http closes such a
+ * socket as soon as the response is written; a client still sending its
+ * body then gets a reset, and most clients (Node's among them) report the
+ * reset and drop the response they have not read yet, so they never see
+ * the status or its Retry-After.  Instead our side half-closes after the
+ * response, goes on reading and dropping what the client sends, and
+ * destroys the socket when the client closes or after LINGER_MS.
+ */
+function lingeringClose(socket) {
+  socket.destroySoon = function destroySoon() { // what node:http calls once the response is written
+    this.end();
+    this.resume();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once('close', () => clearTimeout(timer));
+  };
+}
+
 class Gateway {
   constructor(options) {
     const o = { ...DEFAULTS, ...(options || {}) };
@@ -303,12 +328,7 @@ class Gateway {
     if (status === 401) headers['www-authenticate'] = 'Bearer realm="hxstate"';
     res.writeHead(status, headers);
     res.end(status === 204 ? undefined : JSON.stringify({ error: message || String(status) }));
-    if (headers.connection === 'close' && res.socket) {
-      // a body we will not read: let the response go, then close
-      const socket = res.socket;
-      res.once('finish', () => socket.end());
-      setTimeout(() => socket.destroy(), 1000).unref();
-    }
+    if (headers.connection === 'close' && res.socket) lingeringClose(res.socket);
   }
 
   _json(res, status, value) {

@@ -8,7 +8,9 @@
 //   - sixty sockets that never read, on a stream with a 4 MB state: each
 //     holds at most maxClientBytes or one frame, they share that frame,
 //     another stream's browser gets its events as before, and they are cut
-//     off once stalled over their bound for stallTimeout.
+//     off once stalled over their bound for stallTimeout;
+//   - a refused body whose client goes on sending without reading: the
+//     status reaches it (a lingering close), not a reset.
 // Memory (RSS) and another stream's delay are checked only against bounds
 // a correct gateway meets by a wide margin (the probe saw 600 MB and
 // 1.2 to 2.9 s): these are not measurements.
@@ -185,6 +187,39 @@ test('sixty sockets that never read, on a 4 MB state: bounded bytes each, one sh
     other.close();
   } finally {
     for (const s of sockets) s.destroy();
+    await g.close();
+  }
+});
+
+test('a refused body: a client still sending and not yet reading gets the status, not a reset', async () => {
+  const g = await t.childGateway(DB, { appName: 'hx-gateway-linger' });
+  try {
+    // It declares 15 MB (over maxBody: refused at once), goes on sending
+    // for 600 ms without reading (an event loop that is busy), then reads.
+    // Were the socket closed as soon as the 413 is written, its writes would
+    // meet a reset and the 413 would be lost with it.
+    const s = net.connect(Number(new URL(g.base).port), '127.0.0.1');
+    let error = null;
+    s.on('error', (err) => { error = err; });
+    s.pause();
+    await new Promise((resolve) => s.once('connect', resolve));
+    s.write(`POST /agents/sessions/small HTTP/1.1\r\nhost: x\r\nauthorization: ${bearer('small')}\r\n` +
+      `content-type: application/json\r\ncontent-length: ${15 * MB}\r\n\r\n`);
+    const piece = Buffer.alloc(16 * 1024, 0x20);
+    const until = Date.now() + 600;
+    while (Date.now() < until && !error) {
+      s.write(piece);
+      await t.sleep(10);
+    }
+    const chunks = [];
+    s.on('data', (c) => chunks.push(c));
+    s.resume();
+    await new Promise((resolve) => { s.once('close', resolve); setTimeout(resolve, 10000); });
+    const answer = Buffer.concat(chunks).toString('latin1');
+    assert.match(answer, /^HTTP\/1\.1 413 /, `the 413 arrived (error: ${error && error.code})`);
+    assert.match(answer, /connection: close/i);
+    s.destroy();
+  } finally {
     await g.close();
   }
 });

@@ -51,7 +51,7 @@ class Driver:
         }
         self.proc = subprocess.Popen(
             ["node", str(HERE / "agui_hitl.js"), "hitl_graph:builder", "hitl_graph:failing"],
-            cwd=TOP, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            cwd=HERE, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

@@ -46,7 +46,13 @@
 //      are read (one query), and every stream behind its head catches up;
 //      the same poll runs every pollInterval ms and catches whatever a
 //      transport missed (payload=none under LISTEN, a notification queue
-//      above hxstate.notify_queue_threshold, an unlucky race).
+//      above hxstate.notify_queue_threshold, an unlucky race);
+//   6. after the reader (re)connects, which may be to another server (a
+//      failover), a subscription takes nothing more until it has read the
+//      log at its cursor's seq and found there the event it accepted: a
+//      commit the old primary showed and the new one lost means a resync
+//      (reason 'diverged'), to a snapshot that may be older than its
+//      cursor.
 // All cursor updates run synchronously in the event loop (a query result
 // or a transport message is applied in one go), so events from the
 // transport and from the log can interleave in any order: rule 2 sorts
@@ -188,6 +194,7 @@ class HxHub extends EventEmitter {
       walInserts: 0,       // hx_event inserts decoded (every stream's)
       walEvents: 0,        // ... of followed streams
       resyncs: 0,
+      divergences: 0,      // resyncs because a new connection's server lost an event already read (rule 6)
       overflows: 0,
       disconnects: 0,
       reconnects: 0,
@@ -514,12 +521,17 @@ class HxHub extends EventEmitter {
   _resync(sub, reason) {
     const entry = sub._entry;
     if (entry.source === null) {
-      const err = new Error(`hxstate: the log of ${sub.stream} no longer holds seq ${sub._seq + 1}, ` +
-        'and a subscription by stream name cannot read a snapshot: follow {table, key} to resync');
-      err.code = 'HX_TRIMMED';
+      const diverged = reason === 'diverged';
+      const err = new Error(diverged
+        ? `hxstate: the server no longer has event ${sub._seq} of ${sub.stream} as it was read (a failover lost that commit), ` +
+          'and a subscription by stream name cannot read a snapshot: follow {table, key} to resync'
+        : `hxstate: the log of ${sub.stream} no longer holds seq ${sub._seq + 1}, ` +
+          'and a subscription by stream name cannot read a snapshot: follow {table, key} to resync');
+      err.code = diverged ? 'HX_DIVERGED' : 'HX_TRIMMED';
       this._failSub(sub, err);
       return;
     }
+    if (reason === 'diverged') this.stats.divergences++;
     sub._beginResync(reason);
     this._check(sub);
   }
@@ -702,8 +714,8 @@ class HxHub extends EventEmitter {
       entry.saw(top);
       for (const sub of [...entry.subs]) {
         const r = sub._page(b.after, list, limit, tick);
-        if (r === 'trimmed') {
-          this._resync(sub, 'trimmed');
+        if (r === 'trimmed' || r === 'diverged') {
+          this._resync(sub, r);
         } else if (r instanceof Error) {
           this._error(r, [sub]);
           this._resync(sub, 'invalid');
@@ -775,8 +787,18 @@ class HxHub extends EventEmitter {
   // The link's news (link.js calls these)
   // -------------------------------------------------------------------
 
+  /**
+   * A new reader connection, maybe to another server: every subscription
+   * first checks that the event at its cursor is still there (rule 6).
+   */
   _linkReader(conn, schema) {
     this._reader.use(conn, schema);
+    for (const entry of this._entries.values()) {
+      for (const sub of [...entry.subs]) {
+        sub._reverify();
+        this._check(sub);
+      }
+    }
   }
 
   /** The transport is up: the WAL arms every stream (rule 1), LISTEN starts on every channel. */

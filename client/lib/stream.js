@@ -120,9 +120,9 @@ class HxStream extends EventEmitter {
     this._sub = sub;
     sub.on('event', (event, state) => this._emitEvent(event, state));
     sub.on('end', (event, before) => this._emitSafe('end', event, before));
-    sub.on('resync', ({ seq, previousSeq, state }) => {
+    sub.on('resync', ({ seq, previousSeq, state, reason }) => {
       this._counts.resyncs++;
-      this._emitSafe('resync', { seq, previousSeq, state });
+      this._emitSafe('resync', { seq, previousSeq, state, reason });
     });
     sub.on('error', (err) => this._emitError(err));
     this._listenHub('disconnect', (err) => {

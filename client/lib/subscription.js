@@ -25,6 +25,17 @@ function syntheticSnapshot(stream, seq, state) {
   };
 }
 
+/**
+ * What identifies the event at a seq, to tell whether a server still has
+ * the one we accepted there: its type, its timestamp (ms) and the bytes of
+ * its JSON text.  Two different commits at one seq (one that a failover
+ * lost, and the new primary's) alike in all three would need the same
+ * millisecond and the same size.
+ */
+function eventMark(event, bytes) {
+  return `${event && event.type}|${event && event.timestamp}|${bytes}`;
+}
+
 function optional(v) {
   return v === undefined || v === null ? null : String(v);
 }
@@ -100,6 +111,8 @@ class HxSubscription extends EventEmitter {
     this._joinTick = d.tick;
     this._snapTick = -1;       // the snapshot request it waits for (0: requested, not sent)
     this._resyncReason = null;
+    this._mark = null;         // eventMark of the event at its cursor, when it accepted one
+    this._verify = false;      // a new reader connection: is that event still there, unchanged?
     this._exact = false;       // its state comes from a snapshot the hub read (not from a base, nor
                                // from a log that starts at seq 1 of a row that may predate its trigger)
     this._readyQueued = false;
@@ -192,7 +205,7 @@ class HxSubscription extends EventEmitter {
    * 'overflow' (no room), or an Error (the delta does not apply).
    */
   _offer(seq, event, bytes) {
-    if (this._phase !== 'live') return 'old';
+    if (this._phase !== 'live' || this._verify) return 'old'; // verifying: the log read brings it
     const kind = classify(this._seq, seq);
     if (kind !== 'next') return kind;
     if (!hasRoom(this._queue.events, this._queue.bytes, this._cost(event, bytes), this._maxQueue, this._maxBytes)) {
@@ -220,6 +233,7 @@ class HxSubscription extends EventEmitter {
     this._state = this.state;
     this._stateBytes = 0;
     this._ended = this.ended;
+    this._mark = null; // the cursor went back to an event whose mark it did not keep
     this._more = this._force = false;
     this._phase = 'paused';
     this._resyncReason = 'overflow';
@@ -240,6 +254,7 @@ class HxSubscription extends EventEmitter {
     }
     const end = isStreamEnd(event);
     this._seq = seq;
+    this._mark = eventMark(event, bytes);
     this._state = after;
     this._stateBytes = stateBytes;
     if (end) this._ended = true;
@@ -260,11 +275,29 @@ class HxSubscription extends EventEmitter {
     return bytes + this._stateBytes + bytes;
   }
 
-  /** Read a fresh snapshot (the log no longer continues its cursor, or a delta did not apply). */
+  /** Read a fresh snapshot (the log no longer continues its cursor, a delta did not apply, or it diverged). */
   _beginResync(reason) {
     this._phase = 'snapshot';
     this._resyncReason = reason;
+    this._verify = false;
     this._more = this._force = false;
+  }
+
+  /**
+   * The hub's reader connection is new, and may be to another server (a
+   * failover).  PostgreSQL can show a commit that a failover then loses:
+   * one made visible on the old primary (its wait for the standby cut short
+   * by a shutdown) and never replicated.  A subscription that accepted
+   * such an event must not go on from it, nor skip the new primary's own
+   * event at that seq as old news.  So, before it takes anything more, it
+   * reads the log from its cursor's seq and checks that the event there is
+   * the one it accepted (eventMark); if not, or if the log now ends below
+   * its cursor, it resyncs (reason 'diverged').
+   */
+  _reverify() {
+    if (this._phase !== 'live' || this._mark === null || this._seq < 1) return;
+    this._verify = true;
+    this._force = true;
   }
 
   /**
@@ -303,6 +336,7 @@ class HxSubscription extends EventEmitter {
   _readFrom(entry) {
     if (this._phase !== 'live') return null;
     if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null;
+    if (this._verify) return this._seq - 1; // the event at its cursor too
     return wantsRead(this._seq, entry.seen, this._force, this._more) ? this._seq : null;
   }
 
@@ -324,7 +358,9 @@ class HxSubscription extends EventEmitter {
    */
   _takeSnapshot(seq, state, last, bytes) {
     this._snapTick = -1;
-    if (this._started && seq < this._seq) return 'stale';
+    // an older snapshot than its cursor: one read before its events were
+    // (read another), unless its cursor is on a commit the server lost
+    if (this._started && seq < this._seq && this._resyncReason !== 'diverged') return 'stale';
     const initial = !this._started;
     const previousSeq = this._seq;
     const ended = isStreamEnd(last);
@@ -335,6 +371,8 @@ class HxSubscription extends EventEmitter {
     this._ended = ended;
     this._phase = 'live';
     this._synced = true;
+    this._mark = null;
+    this._verify = false;
     this._exact = this._keepState;
     this._more = this._force = false;
     let resync;
@@ -356,10 +394,26 @@ class HxSubscription extends EventEmitter {
    * A page of the log read after seq `after` at tick, limit rows a stream:
    * rows [{seq, event, bytes}].  Returns null, 'reread' (its cursor went
    * back below the read), 'trimmed' (the log skips a seq after its cursor:
-   * resync), or an Error (a delta did not apply: resync).
+   * resync), 'diverged' (see _reverify: resync), or an Error (a delta did
+   * not apply: resync).
    */
   _page(after, rows, limit, tick) {
     if (this._phase !== 'live') return null;
+    if (this._verify) {
+      const top = rows.length > 0 ? rows[rows.length - 1].seq : after;
+      if (after >= this._seq || (rows.length >= limit && top < this._seq)) {
+        this._force = true; // a page that does not reach its cursor's seq: read again
+        return null;
+      }
+      this._verify = false;
+      const at = rows.find((r) => r.seq === this._seq);
+      if (at) {
+        if (eventMark(at.event, at.bytes) !== this._mark) return 'diverged';
+      } else if (top < this._seq) {
+        return 'diverged'; // the log ends below its cursor
+      }
+      // else the log was trimmed past its cursor and goes on: nothing to compare
+    }
     const plan = planPage(this._seq, after, rows.map((r) => r.seq));
     if (plan.reread) {
       this._force = true;

@@ -69,7 +69,7 @@ test('a reconnect that finds the log trimmed resyncs', async () => {
     await h.waitFor(() => stream.log.reconnects === 1 && stream.seq === 7, 'the reconnect');
 
     assert.equal(stream.log.resyncs.length, 1);
-    assert.deepStrictEqual(stream.log.resyncs[0], { seq: 7, previousSeq: 2, state: { l: [1, 2, 3, 4, 5, 6] } });
+    assert.deepStrictEqual(stream.log.resyncs[0], { seq: 7, previousSeq: 2, state: { l: [1, 2, 3, 4, 5, 6] }, reason: 'trimmed' });
     assert.deepStrictEqual(h.seqs(stream), [1, 2, 7]);
     assert.equal(stream.log.events[2].metadata.synthetic, true);
     assert.deepStrictEqual(stream.state, { l: [1, 2, 3, 4, 5, 6] });

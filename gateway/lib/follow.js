@@ -39,7 +39,7 @@
 // once it has taken what was being written it starts again: from a fresh
 // snapshot (overflow 'snapshot', what a UI wants), or from the log after
 // the last seq it got (overflow 'log': every seq, later).
-const { frameOf, sharedFrame, frameFor } = require('./frames');
+const { frameOf, sharedFrame, frameFor, forgetStream } = require('./frames');
 const { project, applyDelta } = require('./projection');
 const { messagesOf, interruptsOf, getPointer } = require('./agui');
 
@@ -107,6 +107,11 @@ class Follower {
       if (this.sub === sub && !this.stopped) onEvent(event);
     });
     sub.on('error', (err) => this.gw._log('warn', `${this.target.stream}: ${err.message}`));
+    sub.on('resync', (r) => {
+      if (r.reason !== 'diverged') return;
+      forgetStream(sub.stream); // before the snapshot that follows is framed
+      this.gw._log('warn', `${this.target.stream}: the database lost event ${r.previousSeq} after it was sent (a failover): a snapshot at seq ${r.seq}`);
+    });
     sub.ready.then(() => {
       if (this.sub === sub) this.stream = sub.stream; // the stream's name as the database gives it
       if (this.sub === sub && !this.stopped && this.on.ready) this.on.ready();

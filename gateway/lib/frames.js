@@ -20,7 +20,9 @@
 //     seq is one state, so snapshot frames (and MESSAGES_SNAPSHOT frames)
 //     are shared by stream and seq for as long as a response holds one
 //     (a WeakRef cache): sixty browsers joining a stream with a 4 MB state
-//     cost one 4 MB frame, not sixty.
+//     cost one 4 MB frame, not sixty.  After a failover that lost an event
+//     already read (a resync with reason 'diverged'), a seq may hold another
+//     state: the stream's shared frames are forgotten.
 const { EventSchemas } = require('@ag-ui/core/schemas');
 
 const byEvent = new WeakMap(); // event -> {ok, frame, reason}
@@ -113,4 +115,14 @@ function sharedFrame(stream, seq, kind, make) {
   return f;
 }
 
-module.exports = { frameOf, frameFor, sharedFrame, refusal, bannedPath, sse };
+/**
+ * Forget the shared frames of a stream: a follower found that the server
+ * it reconnected to lost an event it had read (a failover), so what was
+ * made at a seq may not be what that seq now holds.
+ */
+function forgetStream(stream) {
+  const prefix = `${stream}\u0000`;
+  for (const key of shared.keys()) if (key.startsWith(prefix)) shared.delete(key);
+}
+
+module.exports = { frameOf, frameFor, sharedFrame, forgetStream, refusal, bannedPath, sse };

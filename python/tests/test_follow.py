@@ -149,6 +149,51 @@ async def test_reconnect_catches_up(dsn: str, conn: psycopg.Connection[Any], tab
     await f.close()
 
 
+@pytest.mark.parametrize("replaced", [True, False], ids=["another-event-at-its-seq", "log-ends-below-it"])
+async def test_reconnect_to_a_server_that_lost_an_event_resyncs(
+    dsn: str, conn: psycopg.Connection[Any], table: str, replaced: bool
+) -> None:
+    """PostgreSQL can show a commit that a failover then loses (on the old
+    primary, a commit whose wait for the standby is cut short becomes
+    visible; the new primary never had it).  Made here on one server: while
+    the follower is away, its last event leaves the log and the row is put
+    back as it was before it, without the trigger; the "new primary" then
+    writes an event of its own at that seq, or nothing.  The follower must
+    resync (reason diverged) to the row, not go on from the lost event."""
+    key = str(uuid.uuid4())
+    stream = f"py_follow:{key}"
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    f = follow(dsn, table=table, key=key, poll_interval=0.2, reconnect=(0.05, 0.2))
+    it = f.__aiter__()
+    await anext(it)
+    for i in range(1, 4):
+        write(conn, key, i)
+    got = [await anext(it) for _ in range(3)]
+    assert [e["metadata"]["seq"] for e, _ in got] == [2, 3, 4]
+    conn.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%' OR (backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database() AND state = 'idle' AND query ILIKE '%%hx_stream_events%%')"
+    )
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        assert conn.execute("DELETE FROM hx_event WHERE stream = %s AND seq = 4", (stream,)).rowcount == 1
+        conn.execute("UPDATE py_follow SET state = %s WHERE k = %s", (json.dumps(got[1][1]), key))
+    if replaced:
+        conn.execute("""UPDATE py_follow SET state = hx_merge(state, '[{"op": "replace", "path": "/other", "value": 1}]') WHERE k = %s""", (key,))
+    want = 4 if replaced else 3
+    row = conn.execute("SELECT state FROM py_follow WHERE k = %s", (key,)).fetchone()
+    assert row is not None
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["type"] == "STATE_SNAPSHOT" and event["metadata"]["reason"] == "diverged"
+    assert event["metadata"]["seq"] == want and f.seq == want and state == row[0]
+    assert f.stats["resyncs"] == 1
+    write(conn, key, 9)
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["metadata"]["seq"] == want + 1 and state["items"] == [1, 2, 9]
+    await f.close()
+
+
 async def test_stream_without_snapshot_raises_trimmed(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
     key = str(uuid.uuid4())
     stream = f"py_follow:{key}"

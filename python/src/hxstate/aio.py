@@ -24,7 +24,13 @@ The follower keeps the JavaScript HxStream's guarantees:
 - ``hx.stream_end`` is handed out with the state None, and following goes
   on (a key inserted again starts with its snapshot event);
 - a lost connection is retried with jittered, doubling backoff, and the
-  follower catches up from its cursor.
+  follower catches up from its cursor; first it checks that the log still
+  holds, at its cursor's seq, the event it handed out there.  PostgreSQL
+  can show a commit that a failover then loses (made visible on the old
+  primary when its wait for the standby was cut short, never replicated):
+  if the new server's log has another event there, or ends below it, the
+  follower resyncs from a fresh snapshot (reason ``diverged``), which may
+  be older than its cursor.
 """
 
 from __future__ import annotations
@@ -163,6 +169,8 @@ class Follower:
         self.stats = {"events": 0, "pages": 0, "notifications": 0, "resyncs": 0, "reconnects": 0, "polls": 0}
         self._closed = False
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        #: the event handed out at self.seq, when it came from the log
+        self._last: dict[str, Any] | None = None
 
     async def close(self) -> None:
         self._closed = True
@@ -200,6 +208,7 @@ class Follower:
         """Take a snapshot: the event that hands it out, the stream's end
         when it ended."""
         self.seq, self.state = snap[1], snap[2]
+        self._last = None
         last = snap[3]
         self.ended = last is not None and is_end(last)
         if self.ended:
@@ -242,6 +251,9 @@ class Follower:
                             yield self._start_from(snap), self.state
                         else:
                             self.seq = 0
+                    elif not first:
+                        async for item in self._verify(conn, hx):
+                            yield item
                     first = False
                     while not self._closed:
                         async for item in self._catch_up(conn, hx):
@@ -282,16 +294,35 @@ class Follower:
                     async for item in self._resync(conn, hx, "invalid"):
                         yield item
                     break
-                self.seq, self.state = seq, state
+                self.seq, self.state, self._last = seq, state, event
                 self.ended = is_end(event)
                 self.stats["events"] += 1
                 yield event, state
             if len(rows) < self.page_size:
                 return
 
+    async def _verify(self, conn: psycopg.AsyncConnection[Any], hx: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
+        """After a reconnect: is the event handed out at the cursor still
+        in the log, unchanged?  Else resync (reason ``diverged``)."""
+        if self._last is None or not self.seq:
+            return
+        cur = await conn.execute(base.events_sql(hx), (self.stream, self.seq - 1, 1))
+        row = await cur.fetchone()
+        if row is not None and row[0] > self.seq:
+            return  # trimmed past the cursor, and the log goes on: nothing to compare
+        if row is None or row[1] != self._last:
+            async for item in self._resync(conn, hx, "diverged"):
+                yield item
+
     async def _resync(self, conn: psycopg.AsyncConnection[Any], hx: str, reason: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
         snap = await self._snapshot(conn, hx)
         if snap is None:
+            if reason == "diverged":
+                raise Trimmed(
+                    f"the server no longer has event {self.seq} of stream {self.stream!r} as it was read "
+                    "(a failover lost that commit)",
+                    hint="Follow it with table= or source= to resync from a snapshot.",
+                )
             raise Trimmed(
                 f"the log of stream {self.stream!r} no longer continues seq {self.seq}",
                 hint="Follow it with table= or source= to resync from a snapshot.",

@@ -93,6 +93,9 @@ hx_missing_packages() {
 				# test/package: the Debian package (pg_buildext, debhelper)
 				# and the PGXN zip
 				command -v dpkg-buildpackage >/dev/null || missing+=(dpkg-dev)
+				# dpkg-checkbuilddeps asks it of every build (the compiler
+				# being there is not enough)
+				dpkg -s build-essential >/dev/null 2>&1 || missing+=(build-essential)
 				command -v dh >/dev/null || missing+=(debhelper)
 				[ -f /usr/share/perl5/Debian/Debhelper/Sequence/pgxs_loop.pm ] ||
 					missing+=(postgresql-server-dev-all)

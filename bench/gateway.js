@@ -262,16 +262,13 @@ async function main() {
   const u1 = usage(pids);
 
   // the writes: `rate` a second over random streams, from 8 connections
-  const writers = await Promise.all(Array.from({ length: 8 }, async () => {
-    const c = new pg.Client({ database: DB });
-    await c.connect();
-    return c;
-  }));
+  // eight writer connections; the pool queues what waits for one
+  const writers = new pg.Pool({ database: DB, max: 8 });
+  await Promise.all(Array.from({ length: 8 }, () => writers.query('SELECT 1')));
   const total = rate * seconds;
   const perStream = new Map();
   let sent = 0;
   let done = 0;
-  let next = 0;
   const start = Date.now();
   await new Promise((resolve) => {
     const tick = setInterval(() => {
@@ -280,7 +277,7 @@ async function main() {
         const key = `b-${Math.floor(Math.random() * streams)}`;
         perStream.set(key, (perStream.get(key) || 0) + 1);
         const ops = JSON.stringify([{ op: 'increment', path: '/n', by: 1 }, { op: 'replace', path: '/t', value: Date.now() }]);
-        writers[next++ % writers.length].query('UPDATE sessions SET state = hx_merge(state, $1) WHERE session_id = $2', [ops, key])
+        writers.query('UPDATE sessions SET state = hx_merge(state, $1) WHERE session_id = $2', [ops, key])
           .then(() => { done++; });
         sent++;
       }
@@ -336,7 +333,7 @@ async function main() {
   for (const r of rows) console.log(line(r));
 
   for (const c of cs) c.req.destroy();
-  await Promise.all(writers.map((c) => c.end()));
+  await writers.end();
   await new Promise((resolve) => {
     gw.once('exit', resolve);
     if (workers > 1) gw.kill('SIGTERM');

@@ -522,11 +522,10 @@ class HxHub extends EventEmitter {
     const entry = sub._entry;
     if (entry.source === null) {
       const diverged = reason === 'diverged';
-      const err = new Error(diverged
-        ? `hxstate: the server no longer has event ${sub._seq} of ${sub.stream} as it was read (a failover lost that commit), ` +
-          'and a subscription by stream name cannot read a snapshot: follow {table, key} to resync'
-        : `hxstate: the log of ${sub.stream} no longer holds seq ${sub._seq + 1}, ` +
-          'and a subscription by stream name cannot read a snapshot: follow {table, key} to resync');
+      const why = diverged
+        ? `the server no longer has event ${sub._seq} of ${sub.stream} as it was read (a failover lost that commit)`
+        : `the log of ${sub.stream} no longer holds seq ${sub._seq + 1}`;
+      const err = new Error(`hxstate: ${why}, and a subscription by stream name cannot read a snapshot: follow {table, key} to resync`);
       err.code = diverged ? 'HX_DIVERGED' : 'HX_TRIMMED';
       this._failSub(sub, err);
       return;

@@ -13,7 +13,8 @@
 // The follower must notice as it reconnects, and resync (reason
 // 'diverged') to the row: never go on from the lost event, never take the
 // new primary's event at that seq for old news.  An HxStream (LISTEN, one
-// connection) and an HxHub over the WAL; the plain reconnect of
+// connection) and an HxHub over the WAL, and a stream followed by name,
+// which has no snapshot to resync from and fails; the plain reconnect of
 // reconnect.test.js resyncs nothing, which shows that the check costs no
 // resync when nothing was lost.
 const { test, before, after } = require('node:test');
@@ -136,6 +137,39 @@ test('HxHub over the WAL: the new primary has another event at its seq: a resync
     const next = await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 10 }]);
     await h.waitFor(() => last.seq === 5, 'seq 5');
     assert.deepStrictEqual(last.state, next);
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('HxHub, a stream followed by name (no snapshot to resync from): it fails with HX_DIVERGED', async () => {
+  const key = 'd-4';
+  await db.query('INSERT INTO sessions VALUES ($1, \'{"l": [], "n": 0}\')', [key]);
+  const appName = 'hx-diverged-by-name';
+  const hub = new HxHub({ pg: { database: DB, application_name: appName }, transport: 'listen', pollInterval: 0, reconnect: { min: 20, max: 200 } });
+  hub.on('error', () => {});
+  const errors = [];
+  let last = null;
+  const sub = hub.follow({ stream: `sessions:${key}` });
+  sub.on('event', (event) => { last = event.metadata.seq; });
+  sub.on('error', (err) => errors.push(err));
+  await hub.start();
+  try {
+    await sub.ready;
+    const states = await writeThree(key, (s) => last === s);
+    await lockOut(true);
+    try {
+      assert.ok(await h.killBackends(db, appName) >= 1);
+      await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
+      await loseEvent(`sessions:${key}`, 4, key, states.get(3));
+    } finally {
+      await lockOut(false);
+    }
+    await h.waitFor(() => sub.stopped, 'the subscription to fail');
+    const failed = errors.find((e) => e.code === 'HX_DIVERGED');
+    assert.ok(failed, `an HX_DIVERGED error (${errors.map((e) => e.code)})`);
+    assert.match(failed.message, /no longer has event 4 of sessions:d-4/);
+    assert.equal(last, 4);
   } finally {
     await hub.stop();
   }

@@ -60,7 +60,6 @@ function defaultLog(level, message) {
   if (level === 'error' || level === 'warn') console.error(`hxstate-gateway: ${message}`);
 }
 
-
 // How long a refused request's connection goes on being read (and what
 // arrives dropped) after its response, before the gateway closes it.
 const LINGER_MS = 5000;

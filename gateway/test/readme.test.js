@@ -36,7 +36,8 @@ function run(args, input, extraEnv = {}) {
     child.stdout.on('data', (d) => { out += d; });
     child.stderr.on('data', (d) => { err += d; });
     const timer = setTimeout(() => child.kill('SIGKILL'), 30000);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': the output may still be in the pipes at 'exit'
+    child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, out, err });
     });

@@ -37,26 +37,34 @@ function runGraph(input, target, { signal }) {
   calls.set(target.key, list);
   list.push({ resume: input.resume || null, messages: input.messages.map((m) => m.id) });
   const spec = target.key.startsWith('fail-') ? failGraph : graph;
+  let settle;
+  const done = new Promise((r) => { settle = r; });
+  running.add(done);
   return new Promise((resolve, reject) => {
     const child = execFile(process.env.HX_PYTHON, ['-m', 'hxstate.langgraph.agui', spec, '--thread', target.key],
       { signal }, (err, stdout, stderr) => {
-        running.delete(done);
-        if (stderr) process.stderr.write(stderr);
-        let report;
+        // execFile calls back once the process's output is read, which may
+        // be later than its 'exit': the run counts as done only here, after
+        // its report is recorded, so that no command answers without it
         try {
-          report = JSON.parse(stdout);
-        } catch {
-          reject(err || new Error('the graph printed no report'));
-          return;
+          if (stderr) process.stderr.write(stderr);
+          let report;
+          try {
+            report = JSON.parse(stdout);
+          } catch {
+            reject(err || new Error('the graph printed no report'));
+            return;
+          }
+          const out = reports.get(target.key) || [];
+          reports.set(target.key, out);
+          out.push(report);
+          if (report.error) reject(Object.assign(new Error(report.error.message), report.error));
+          else resolve(report);
+        } finally {
+          running.delete(done);
+          settle();
         }
-        const out = reports.get(target.key) || [];
-        reports.set(target.key, out);
-        out.push(report);
-        if (report.error) reject(Object.assign(new Error(report.error.message), report.error));
-        else resolve(report);
       });
-    const done = new Promise((r) => child.on('exit', r));
-    running.add(done);
     child.stdin.end(JSON.stringify(input));
   });
 }

@@ -28,7 +28,8 @@ test('the demo runs to its end, its retried tool lands once, its live client equ
   let out = '';
   child.stdout.on('data', (d) => { out += d; });
   child.stderr.on('data', (d) => { out += d; });
-  const code = await new Promise((resolve) => child.on('exit', resolve));
+  // 'close', not 'exit': the output may still be in the pipes at 'exit'
+  const code = await new Promise((resolve) => child.on('close', resolve));
   assert.equal(code, 0, out);
 
   // the live view's URL, on the gateway the demo started

@@ -66,6 +66,26 @@ async function writeThree(key, isAt) {
   return states;
 }
 
+/**
+ * The "failover", while the follower is locked out: its connections
+ * (application_name appName) are killed, and once disconnected() holds,
+ * the log loses seq 4 of key's stream and the row is put back to
+ * states.get(3); with newEvent, the "new primary" then writes its own
+ * seq 4.  Returns how many connections were killed.
+ */
+async function failover({ key, appName, states, disconnected, newEvent }) {
+  await lockOut(true);
+  try {
+    const killed = await h.killBackends(db, appName);
+    await h.waitFor(disconnected, 'the disconnect');
+    await loseEvent(`sessions:${key}`, 4, key, states.get(3));
+    if (newEvent) await h.merge(db, 'sessions', key, [{ op: 'replace', path: '/other', value: 'the new primary' }]);
+    return killed;
+  } finally {
+    await lockOut(false);
+  }
+}
+
 for (const replaced of [true, false]) {
   const what = replaced ? 'the new primary has another event at its seq' : 'the new primary\'s log ends below its seq';
   test(`HxStream: ${what}: a resync (diverged) to the row`, async () => {
@@ -75,15 +95,10 @@ for (const replaced of [true, false]) {
     await stream.start();
     try {
       const states = await writeThree(key, (s) => stream.seq === s);
-      await lockOut(true);
-      try {
-        assert.equal(await h.killBackends(db, stream.appName), 1);
-        await h.waitFor(() => stream.log.disconnects === 1, 'the disconnect');
-        await loseEvent(`sessions:${key}`, 4, key, states.get(3));
-        if (replaced) await h.merge(db, 'sessions', key, [{ op: 'replace', path: '/other', value: 'the new primary' }]);
-      } finally {
-        await lockOut(false);
-      }
+      const killed = await failover({
+        key, appName: stream.appName, states, disconnected: () => stream.log.disconnects === 1, newEvent: replaced,
+      });
+      assert.equal(killed, 1);
       const want = replaced ? 4 : 3;
       await h.waitFor(() => stream.log.resyncs.length === 1, 'the resync');
       assert.deepEqual(stream.log.resyncs.map((r) => [r.reason, r.previousSeq, r.seq]), [['diverged', 4, want]]);
@@ -120,15 +135,8 @@ test('HxHub over the WAL: the new primary has another event at its seq: a resync
   try {
     await sub.ready;
     const states = await writeThree(key, (s) => last && last.seq === s);
-    await lockOut(true);
-    try {
-      assert.ok(await h.killBackends(db, appName) >= 1);
-      await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
-      await loseEvent(`sessions:${key}`, 4, key, states.get(3));
-      await h.merge(db, 'sessions', key, [{ op: 'replace', path: '/other', value: 'the new primary' }]);
-    } finally {
-      await lockOut(false);
-    }
+    const killed = await failover({ key, appName, states, disconnected: () => hub.stats.disconnects >= 1, newEvent: true });
+    assert.ok(killed >= 1);
     await h.waitFor(() => resyncs.length === 1, 'the resync');
     assert.deepEqual(resyncs.map((r) => [r.reason, r.previousSeq, r.seq]), [['diverged', 4, 4]]);
     assert.equal(hub.stats.divergences, 1);
@@ -157,14 +165,8 @@ test('HxHub, a stream followed by name (no snapshot to resync from): it fails wi
   try {
     await sub.ready;
     const states = await writeThree(key, (s) => last === s);
-    await lockOut(true);
-    try {
-      assert.ok(await h.killBackends(db, appName) >= 1);
-      await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
-      await loseEvent(`sessions:${key}`, 4, key, states.get(3));
-    } finally {
-      await lockOut(false);
-    }
+    const killed = await failover({ key, appName, states, disconnected: () => hub.stats.disconnects >= 1, newEvent: false });
+    assert.ok(killed >= 1);
     await h.waitFor(() => sub.stopped, 'the subscription to fail');
     const failed = errors.find((e) => e.code === 'HX_DIVERGED');
     assert.ok(failed, `an HX_DIVERGED error (${errors.map((e) => e.code)})`);

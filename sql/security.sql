@@ -101,9 +101,24 @@ SELECT err($$SELECT * FROM hx_stream_events_after(ARRAY['sessions:s-7'], ARRAY[0
 SELECT err($$SELECT * FROM hx_stream_heads(ARRAY['sessions:s-7'])$$);
 SELECT err($$SELECT hx_stream_state_at('sessions:s-7', 1)$$);
 SELECT err($$SELECT hx_stream_since('sessions:s-7')$$);
+-- nor learns which tables stream, how the log is laid out, or maintains
+-- anything: those functions are for the roles an administrator grants
+SELECT err($$SELECT count(*) FROM hx_stream_tables()$$);
+SELECT err($$SELECT count(*) FROM hx_event_ring()$$);
+SELECT err($$SELECT hx_stream_trim('1 day')$$);
+SELECT err($$SELECT hx_step_trim('1 day')$$);
+SELECT err($$SELECT hx_stream_publication('mine')$$);
 \pset tuples_only off
 \pset format aligned
 RESET ROLE;
+-- every other function of the extension is callable by every role; these
+-- are the ones that are not
+SELECT p.oid::regprocedure AS not_for_public
+  FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'hxstate')
+   AND NOT has_function_privilege('nobody', p.oid, 'EXECUTE')
+ ORDER BY p.oid::regprocedure::text;
 
 -- the readers are not the partitions' readers: a grant on the log is not
 -- one on its partitions, which bypass its policies

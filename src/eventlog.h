@@ -13,6 +13,7 @@
 
 #include "hxstate.h"
 
+#include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 
 /*
@@ -34,6 +35,9 @@ extern void hx_log_init(void);
 extern void hx_log_prepare(void);
 extern Oid	hx_log_relid(void);
 extern int64 hx_log_next_seq(const char *stream);
+extern void hx_log_last(const char *stream, int64 *last_seq,
+						TimestampTz *last_at);
+extern bool hx_log_inserting(const char *stream, int64 seq);
 extern void hx_log_insert(const char *stream, int64 seq, const char *type,
 						  Jsonb *event);
 

@@ -26,7 +26,7 @@
  * hx_event_ring().  The install script's partition key cannot call C (nor
  * change once the log exists), so it spells the same arithmetic out, and
  * check_ring() verifies at run time that it agrees, by evaluating it;
- * sql/stream.sql compares the partitions that routing picks with the ring.
+ * test/sql/stream.sql compares the partitions that routing picks with the ring.
  */
 #define HX_LOG_BUCKETS			8
 #define HX_LOG_BUCKET_SECONDS	86400

@@ -2,8 +2,8 @@
 // The README stays true to the code:
 //   - its session example is docs/sessions.sql (the sessions table that the
 //     demo, the benchmark and the reliability runs load) and then exactly
-//     what sql/sessions.sql runs as a test;
-//   - its row-level security recipe is what sql/security.sql tests;
+//     what test/sql/sessions.sql runs as a test;
+//   - its row-level security recipe is what test/sql/security.sql tests;
 //   - docs/agent_session.dot is what hx_machine_dot('agent_session') returns;
 //   - every function of the extension has a reference row with its signature;
 //   - every SQLSTATE the C code raises is in the SQLSTATE table.
@@ -21,11 +21,11 @@ let db;
 before(async () => { db = await freshDatabase('hx_docs'); });
 after(async () => { await db.end(); });
 
-/** The statements of sql/<file> between its \\i of docs/sessions.sql and end. */
+/** The statements of test/sql/<file> between its \\i of docs/sessions.sql and end. */
 function testedStatements(file, end) {
-  const sql = fs.readFileSync(path.join(top, 'sql', file), 'utf8');
+  const sql = fs.readFileSync(path.join(top, 'test/sql', file), 'utf8');
   const include = '\\i docs/sessions.sql\n';
-  assert.ok(sql.includes(include), `sql/${file} includes docs/sessions.sql`);
+  assert.ok(sql.includes(include), `test/sql/${file} includes docs/sessions.sql`);
   return sql.slice(sql.indexOf(include) + include.length, sql.indexOf(end));
 }
 
@@ -37,16 +37,16 @@ function readmeBlock(name) {
   return readme.slice(start, readme.indexOf('```', start));
 }
 
-test('the README session example is docs/sessions.sql and then sql/sessions.sql', () => {
+test('the README session example is docs/sessions.sql and then test/sql/sessions.sql', () => {
   // the README shows the table of docs/sessions.sql, then the statements
-  // that sql/sessions.sql runs after including it
+  // that test/sql/sessions.sql runs after including it
   const ddl = fs.readFileSync(path.join(top, 'docs/sessions.sql'), 'utf8');
   const table = ddl.slice(ddl.indexOf('CREATE TABLE sessions'));
   const body = testedStatements('sessions.sql', '\nDROP TABLE sessions');
   assert.equal(readmeBlock('session-example').trim(), `${table.trim()}\n\n${body.trim()}`);
 });
 
-test('the README security recipe is what sql/security.sql tests', () => {
+test('the README security recipe is what test/sql/security.sql tests', () => {
   const body = testedStatements('security.sql', '\n-- the runtime writes every session');
   assert.equal(readmeBlock('security-example').trim(), body.trim());
 });

@@ -145,7 +145,7 @@ hx_build_extension() {
 	if [ "$pgc" != "$HX_PG_CONFIG" ]; then
 		dir=$(mktemp -d "${TMPDIR:-/tmp}/hxstate-build.XXXXXX")
 		mkdir "$dir/src"
-		(cd "$top" && cp -r Makefile hxstate.control sql expected "$dir/" &&
+		(cd "$top" && cp -r Makefile hxstate.control sql "$dir/" &&
 			cp src/*.c src/*.h "$dir/src/")
 	fi
 	make -C "$dir" -s PG_CONFIG="$pgc" ${PG_CFLAGS:+PG_CFLAGS="$PG_CFLAGS"}

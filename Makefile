@@ -4,12 +4,15 @@ EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
 	src/catalog.o \
+	src/chunk.o \
 	src/compress.o \
 	src/detoast.o \
 	src/diff.o \
+	src/doc.o \
 	src/emit.o \
 	src/encode.o \
 	src/equal.o \
+	src/gc.o \
 	src/eventlog.o \
 	src/guard.o \
 	src/history.o \
@@ -24,6 +27,7 @@ OBJS = \
 	src/snapshot.o \
 	src/pointer.o \
 	src/step.o \
+	src/store.o \
 	src/stream.o \
 	src/tree.o \
 	src/trigger.o
@@ -35,7 +39,9 @@ DATA = \
 	sql/hxstate--0.3.0--0.4.0.sql \
 	sql/hxstate--0.4.0--0.5.0.sql \
 	sql/hxstate--0.5.0--0.6.0.sql \
-	sql/hxstate--0.6.0.sql
+	sql/hxstate--0.6.0.sql \
+	sql/hxstate--0.6.0--0.7.0.sql \
+	sql/hxstate--0.7.0.sql
 
 REGRESS = setup patch merge diff compress limits guard phase stream names send runs security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate

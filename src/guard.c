@@ -31,8 +31,10 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 
+#include "doc.h"
 #include "pointer.h"
 #include "trigger.h"
 
@@ -42,6 +44,8 @@ typedef struct GuardColumn
 	AttrNumber	attnum;
 	const char *colname;
 	Oid			typid;
+	bool		json;			/* jsonb or hxdoc: compared as JSON */
+	bool		doc;			/* hxdoc */
 	bool		typbyval;
 	int16		typlen;
 	Oid			typoutput;
@@ -84,18 +88,20 @@ parse_guard_args(TriggerData *trigdata, MemoryContext cxt)
 		col->colname = colon ? pnstrdup(arg, colon - arg) : pstrdup(arg);
 		col->attnum = hx_trigger_column(rel, col->colname);
 		col->typid = TupleDescAttr(RelationGetDescr(rel), col->attnum - 1)->atttypid;
+		col->doc = hx_doc_is_type(col->typid);
+		col->json = col->typid == JSONBOID || col->doc;
 		get_typlenbyval(col->typid, &col->typlen, &col->typbyval);
 		getTypeOutputInfo(col->typid, &col->typoutput, &isvarlena);
 		col->has_pointer = (colon != NULL);
 		if (col->has_pointer)
 		{
-			if (col->typid != JSONBOID)
+			if (!col->json)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("column \"%s\" of relation \"%s\" is of type %s, not jsonb",
+						 errmsg("column \"%s\" of relation \"%s\" is of type %s, not jsonb or hxdoc",
 								col->colname, RelationGetRelationName(rel),
 								format_type_be(col->typid)),
-						 errdetail("Trigger \"%s\" guards \"%s\", and only a jsonb column has members.",
+						 errdetail("Trigger \"%s\" guards \"%s\", and only jsonb and hxdoc columns have members.",
 								   tg->tgname, hx_clip(arg))));
 			hx_pointer_parse(&col->ptr, colon + 1, strlen(colon + 1),
 							 HX_PTR_ARGUMENT);
@@ -136,9 +142,10 @@ guard_datum(GuardColumn *col, HeapTuple tuple, TupleDesc tupdesc,
 static void
 guard_json(GuardColumn *col, GuardValue *v)
 {
-	if (v->isnull || col->typid != JSONBOID)
+	if (v->isnull || !col->json)
 		return;
-	v->json = hx_node_from_jsonb(hx_detoast_jsonb(v->datum));
+	v->json = hx_node_from_jsonb(col->doc ? hx_doc_to_jsonb(v->datum) :
+								 hx_detoast_jsonb(v->datum));
 	if (col->has_pointer)
 	{
 		v->json = hx_lookup(v->json, &col->ptr, col->ptr.ntokens, false);
@@ -155,7 +162,7 @@ guard_value_text(Relation rel, GuardColumn *col, GuardValue *v)
 
 		if (v->json)
 			d = JsonbPGetDatum(hx_node_to_jsonb(v->json, CurrentMemoryContext));
-		return hx_value_text_for(rel, col->attnum, col->typoutput, d,
+		return hx_value_text_for(rel, col->attnum, F_JSONB_OUT, d,
 								 v->json == NULL);
 	}
 	return hx_value_text_for(rel, col->attnum, col->typoutput, v->datum,
@@ -301,7 +308,7 @@ guard_check(FunctionCallInfo fcinfo, GuardKind kind, const char *funcname)
 		if (kind == GUARD_SLOT && !newv.isset)
 			continue;			/* freeing the slot */
 		if (newv.isset &&
-			(col->typid == JSONBOID ?
+			(col->json ?
 			 hx_node_equal(oldv.json, newv.json) :
 			 datum_image_eq(oldv.datum, newv.datum, col->typbyval, col->typlen)))
 			continue;			/* the same value again */

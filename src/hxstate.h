@@ -44,6 +44,7 @@
 #define ERRCODE_HX_WRONG_ROW			MAKE_SQLSTATE('X','H','2','0','3')
 #define ERRCODE_HX_TRIMMED				MAKE_SQLSTATE('X','H','3','0','1')
 #define ERRCODE_HX_OUT_OF_SEQUENCE		MAKE_SQLSTATE('X','H','3','0','2')
+#define ERRCODE_HX_STALE_DOCUMENT		MAKE_SQLSTATE('X','H','4','0','1')
 
 /* Core codes used with one meaning throughout hxstate */
 #define ERRCODE_HX_MALFORMED			ERRCODE_INVALID_PARAMETER_VALUE /* 22023 */

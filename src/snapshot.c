@@ -120,11 +120,12 @@ read_snapshots(Relation rel, StreamArgs *args, char **keys, int n,
 	query = psprintf("SELECT u.ord,"
 					 "       (SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
 					 "         WHERE e.stream OPERATOR(pg_catalog.=) u.stream),"
-					 "       (SELECT t.%s FROM %s.%s t WHERE t.%s %s u.key)"
+					 "       (SELECT t.%s%s FROM %s.%s t WHERE t.%s %s u.key)"
 					 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
 					 "       WITH ORDINALITY u(stream, key, ord)",
 					 quote_identifier(get_namespace_name(hx_extension_namespace())),
 					 quote_identifier(NameStr(TupleDescAttr(desc, args->state_attnum - 1)->attname)),
+					 args->state_doc ? "::pg_catalog.jsonb" : "",
 					 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
 					 quote_identifier(RelationGetRelationName(rel)),
 					 quote_identifier(NameStr(TupleDescAttr(desc, args->key_attnum - 1)->attname)),

@@ -74,6 +74,7 @@
 #include "utils/timestamp.h"
 
 #include "diff.h"
+#include "doc.h"
 #include "eventlog.h"
 #include "names.h"
 #include "stream.h"
@@ -201,10 +202,11 @@ hx_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 				 errhint("EXECUTE FUNCTION hx_stream('state', 'session_id') streams column \"state\" of each row, keyed by \"session_id\".")));
 
 	args->state_attnum = hx_trigger_column(rel, tg->tgargs[0]);
-	if (TupleDescAttr(desc, args->state_attnum - 1)->atttypid != JSONBOID)
+	args->state_doc = hx_doc_is_type(TupleDescAttr(desc, args->state_attnum - 1)->atttypid);
+	if (TupleDescAttr(desc, args->state_attnum - 1)->atttypid != JSONBOID && !args->state_doc)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("column \"%s\" of relation \"%s\" is of type %s, not jsonb",
+				 errmsg("column \"%s\" of relation \"%s\" is of type %s, not jsonb or hxdoc",
 						tg->tgargs[0], RelationGetRelationName(rel),
 						format_type_be(TupleDescAttr(desc, args->state_attnum - 1)->atttypid)),
 				 errdetail("Trigger \"%s\" streams it as agent state.", tg->tgname)));
@@ -435,13 +437,13 @@ hx_stream_emit_ref(const char *stream, const char *type, HxNode *body)
 }
 
 static Jsonb *
-state_jsonb(HeapTuple tuple, TupleDesc desc, AttrNumber attnum)
+state_jsonb(StreamArgs *args, HeapTuple tuple, TupleDesc desc)
 {
 	bool		isnull;
-	Datum		d = heap_getattr(tuple, attnum, desc, &isnull);
+	Datum		d = heap_getattr(tuple, args->state_attnum, desc, &isnull);
 
 	if (!isnull)
-		return hx_detoast_jsonb(d);
+		return args->state_doc ? hx_doc_to_jsonb(d) : hx_detoast_jsonb(d);
 	/* a NULL state is JSON null to clients */
 	return hx_node_to_jsonb(hx_node_new_null(), CurrentMemoryContext);
 }
@@ -697,7 +699,7 @@ hx_stream(PG_FUNCTION_ARGS)
 		{
 			check_promoted(trigdata, args, trigdata->tg_trigtuple, stream, NULL);
 			emit_snapshot(args, stream,
-						  state_jsonb(trigdata->tg_trigtuple, desc, args->state_attnum));
+						  state_jsonb(args, trigdata->tg_trigtuple, desc));
 		}
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
@@ -727,8 +729,8 @@ hx_stream(PG_FUNCTION_ARGS)
 			{
 				check_promoted(trigdata, args, newtup, newstream, NULL);
 				emit_change(args, oldstream,
-							state_jsonb(oldtup, desc, args->state_attnum),
-							state_jsonb(newtup, desc, args->state_attnum));
+							state_jsonb(args, oldtup, desc),
+							state_jsonb(args, newtup, desc));
 			}
 		}
 		else
@@ -740,7 +742,7 @@ hx_stream(PG_FUNCTION_ARGS)
 				emit_end(args, oldstream, "key_changed", newstream);
 			if (newstream)
 				emit_snapshot(args, newstream,
-							  state_jsonb(newtup, desc, args->state_attnum));
+							  state_jsonb(args, newtup, desc));
 		}
 	}
 

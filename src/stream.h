@@ -40,6 +40,7 @@ typedef struct StreamArgs
 	PayloadMode payload;
 	char	   *prefix;			/* streams are "<prefix>:<key>" */
 	bool		legacy;			/* under the scripts of 0.5.0 or before */
+	bool		state_doc;		/* the state column is hxdoc, not jsonb */
 } StreamArgs;
 
 extern PGDLLEXPORT Datum hx_stream(PG_FUNCTION_ARGS);

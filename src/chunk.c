@@ -1,0 +1,556 @@
+/*-------------------------------------------------------------------------
+ *
+ * chunk.c
+ *	  The side tables of hxdoc values stored in pieces (doc.h): hx_doc, one
+ *	  row per document (its table and column, its generation, the segments
+ *	  its generation replaced), and hx_chunk, the segments of its nodes.
+ *
+ * Both are read and written here through their primary keys, with the
+ * table AM and the executor's simple-relation routines, as the logical
+ * replication worker writes a row: no query is planned per write.  They
+ * are the extension's own, with no privileges for any role: the hx_store
+ * trigger writes them for whoever writes a table with an hxdoc column, and
+ * a value is read for whoever holds it (a role gets a value only from a
+ * row it may read, and no input can spell a value in pieces).  They are
+ * user catalog tables, so that logical decoding of a table with an hxdoc
+ * column can read a value as of the decoded change.
+ *
+ * Columns, in order, as the install script creates them:
+ *	hx_doc   (doc int8, rel oid, att int2, gen int8, next_node int4,
+ *			  dropped bool, dead int8[]: (node, seg, gen) triples)
+ *	hx_chunk (doc int8, node int4, seg int8, gen int8, n int4, len int4,
+ *			  refs int4, body jsonb), keyed (doc, node, seg, gen); n is the
+ *			  number of elements or members, len the body's bytes before
+ *			  compression, refs the number of placeholders in it
+ *
+ * src/chunk.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "doc.h"
+
+#define DOC_NATTS	7
+#define CHUNK_NATTS 8
+
+static const Oid doc_types[DOC_NATTS] =
+{INT8OID, OIDOID, INT2OID, INT8OID, INT4OID, BOOLOID, INT8ARRAYOID};
+static const Oid chunk_types[CHUNK_NATTS] =
+{INT8OID, INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, JSONBOID};
+
+/* A segment below this many bytes is stored as it is, uncompressed */
+#define COMPRESS_MIN	256
+
+/* The extension's tables, opened and checked */
+static Relation
+open_table(const char *name, LOCKMODE mode, const Oid *types, int natts)
+{
+	Relation	rel = table_open(hx_extension_relid(name), mode);
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+	bool		ok = (desc->natts == natts);
+
+	for (i = 0; ok && i < natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		ok = !att->attisdropped && att->atttypid == types[i];
+	}
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("relation \"%s\" is not laid out as hxstate made it", name),
+				 errhint("Update the extension: ALTER EXTENSION hxstate UPDATE.")));
+	return rel;
+}
+
+static Relation
+open_pk(Relation rel, LOCKMODE mode)
+{
+	Oid			pk = hx_primary_key_index(rel);
+
+	if (!OidIsValid(pk))
+		elog(ERROR, "relation \"%s\" has no primary key", RelationGetRelationName(rel));
+	return index_open(pk, mode);
+}
+
+/* ---------------------------------------------------------------------
+ * Reading
+ * ---------------------------------------------------------------------
+ */
+
+static void
+doc_from_slot(TupleTableSlot *slot, HxDocRow *row)
+{
+	bool		isnull;
+	ArrayType  *dead;
+	Datum	   *elems;
+	int			nelems;
+	int			i;
+
+	slot_getallattrs(slot);
+	row->doc = DatumGetInt64(slot->tts_values[0]);
+	row->rel = DatumGetObjectId(slot->tts_values[1]);
+	row->att = DatumGetInt16(slot->tts_values[2]);
+	row->gen = DatumGetInt64(slot->tts_values[3]);
+	row->next_node = DatumGetInt32(slot->tts_values[4]);
+	row->dropped = DatumGetBool(slot->tts_values[5]);
+	isnull = slot->tts_isnull[6];
+	row->ndead = 0;
+	row->dead = NULL;
+	if (!isnull)
+	{
+		dead = DatumGetArrayTypeP(slot->tts_values[6]);
+		deconstruct_array(dead, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &elems, NULL, &nelems);
+		if (nelems % 3 != 0)
+			elog(ERROR, "hx_doc row of document %lld has a malformed dead list",
+				 (long long) row->doc);
+		row->ndead = nelems / 3;
+		row->dead = palloc(sizeof(HxSegId) * Max(row->ndead, 1));
+		for (i = 0; i < row->ndead; i++)
+		{
+			row->dead[i].node = (int32) DatumGetInt64(elems[3 * i]);
+			row->dead[i].seg = DatumGetInt64(elems[3 * i + 1]);
+			row->dead[i].gen = DatumGetInt64(elems[3 * i + 2]);
+		}
+	}
+	row->tid = slot->tts_tid;
+}
+
+/* hx_doc's row of doc, as snapshot sees it; false when there is none */
+bool
+hx_chunk_read_doc(int64 doc, Snapshot snapshot, HxDocRow *row)
+{
+	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
+	Relation	index = open_pk(heap, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	IndexScanDesc scan;
+	ScanKeyData key;
+	bool		found;
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
+	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+		doc_from_slot(slot, row);
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	return found;
+}
+
+/*
+ * Every segment of doc that snapshot sees, in key order (node, seg, gen),
+ * with its body (detoasted and decompressed into the current memory
+ * context) when bodies is true.
+ */
+List *
+hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies)
+{
+	Relation	heap = open_table("hx_chunk", AccessShareLock, chunk_types, CHUNK_NATTS);
+	Relation	index = open_pk(heap, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	IndexScanDesc scan;
+	ScanKeyData key;
+	List	   *segs = NIL;
+	int			count = 0;
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
+	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		HxSegment  *s = palloc(sizeof(HxSegment));
+
+		if ((++count & 255) == 0)
+			CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		s->id.node = DatumGetInt32(slot->tts_values[1]);
+		s->id.seg = DatumGetInt64(slot->tts_values[2]);
+		s->id.gen = DatumGetInt64(slot->tts_values[3]);
+		s->n = DatumGetInt32(slot->tts_values[4]);
+		s->rawlen = DatumGetInt32(slot->tts_values[5]);
+		s->refs = DatumGetInt32(slot->tts_values[6]);
+		s->stored = (int32) toast_datum_size(slot->tts_values[7]);
+		s->body = bodies ? hx_detoast_jsonb(slot->tts_values[7]) : NULL;
+		s->tid = slot->tts_tid;
+		segs = lappend(segs, s);
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	return segs;
+}
+
+/*
+ * The documents of rel marked dropped by transactions other than this one,
+ * up to limit of them (their numbers, as int64 *), by the latest snapshot
+ */
+List *
+hx_chunk_dropped_docs(Oid rel, int limit)
+{
+	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
+	Relation	index = index_open(hx_extension_relid("hx_doc_dropped"), AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	IndexScanDesc scan;
+	ScanKeyData key;
+	List	   *docs = NIL;
+
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(rel));
+	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	while (list_length(docs) < limit &&
+		   index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		should_free;
+		HeapTuple	tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
+		TransactionId xmin = HeapTupleHeaderGetXmin(tup->t_data);
+		HxDocRow	row;
+
+		doc_from_slot(slot, &row);
+		if (row.dropped && !TransactionIdIsCurrentTransactionId(xmin))
+		{
+			int64	   *doc = palloc(sizeof(int64));
+
+			*doc = row.doc;
+			docs = lappend(docs, doc);
+		}
+		if (should_free)
+			heap_freetuple(tup);
+	}
+	index_endscan(scan);
+	index_close(index, AccessShareLock);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	table_close(heap, AccessShareLock);
+	return docs;
+}
+
+static int
+doc_row_cmp(const ListCell *a, const ListCell *b)
+{
+	HxDocRow   *x = (HxDocRow *) lfirst(a);
+	HxDocRow   *y = (HxDocRow *) lfirst(b);
+
+	if (x->rel != y->rel)
+		return (x->rel < y->rel) ? -1 : 1;
+	if (x->att != y->att)
+		return (x->att < y->att) ? -1 : 1;
+	return (x->doc < y->doc) ? -1 : (x->doc > y->doc);
+}
+
+/*
+ * The documents (HxDocRow *) of a table's column, of all its columns when
+ * att is 0, or of every table when rel is InvalidOid, in (rel, att, doc)
+ * order, by the latest snapshot
+ */
+List *
+hx_chunk_docs_of(Oid rel, int16 att)
+{
+	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	List	   *docs = NIL;
+
+	if (OidIsValid(rel))
+	{
+		Relation	index = index_open(hx_extension_relid("hx_doc_rel"), AccessShareLock);
+		IndexScanDesc scan;
+		ScanKeyData keys[2];
+
+		ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(rel));
+		ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT2EQ, Int16GetDatum(att));
+		scan = hx_index_beginscan(heap, index, snapshot, att ? 2 : 1, 0);
+		index_rescan(scan, keys, att ? 2 : 1, NULL, 0);
+		while (index_getnext_slot(scan, ForwardScanDirection, slot))
+		{
+			HxDocRow   *row = palloc(sizeof(HxDocRow));
+
+			CHECK_FOR_INTERRUPTS();
+			doc_from_slot(slot, row);
+			docs = lappend(docs, row);
+		}
+		index_endscan(scan);
+		index_close(index, AccessShareLock);
+	}
+	else
+	{
+		TableScanDesc scan = table_beginscan(heap, snapshot, 0, NULL);
+
+		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		{
+			HxDocRow   *row = palloc(sizeof(HxDocRow));
+
+			CHECK_FOR_INTERRUPTS();
+			doc_from_slot(slot, row);
+			docs = lappend(docs, row);
+		}
+		table_endscan(scan);
+	}
+	list_sort(docs, doc_row_cmp);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	table_close(heap, AccessShareLock);
+	return docs;
+}
+
+/* ---------------------------------------------------------------------
+ * Writing
+ * ---------------------------------------------------------------------
+ */
+
+/* One table being written: its executor state, as a replication worker's */
+typedef struct TableWriter
+{
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+	TupleTableSlot *oldslot;
+} TableWriter;
+
+struct HxChunkWriter
+{
+	TableWriter doc;
+	TableWriter chunk;
+	char		method;			/* compression of segments */
+};
+
+static void
+writer_open(TableWriter *tw, const char *name, const Oid *types, int natts)
+{
+	RangeTblEntry *rte;
+
+	tw->rel = open_table(name, RowExclusiveLock, types, natts);
+	tw->estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(tw->rel);
+	rte->relkind = tw->rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	hx_exec_init_range_table(tw->estate, rte);
+	tw->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(tw->rri, tw->rel, 1, NULL, 0);
+	tw->estate->es_output_cid = GetCurrentCommandId(true);
+	tw->estate->es_snapshot = GetLatestSnapshot();
+	ExecOpenIndices(tw->rri, false);
+	tw->slot = ExecInitExtraTupleSlot(tw->estate, RelationGetDescr(tw->rel),
+									  &TTSOpsVirtual);
+	tw->oldslot = table_slot_create(tw->rel, &tw->estate->es_tupleTable);
+}
+
+static void
+writer_close(TableWriter *tw)
+{
+	ExecCloseIndices(tw->rri);
+	ExecResetTupleTable(tw->estate->es_tupleTable, false);
+	FreeExecutorState(tw->estate);
+	table_close(tw->rel, NoLock);
+}
+
+HxChunkWriter *
+hx_chunk_writer_open(void)
+{
+	HxChunkWriter *w = palloc0(sizeof(HxChunkWriter));
+
+	/* the read-only check that an INSERT's executor makes */
+	PreventCommandIfReadOnly("writing an hxdoc value");
+	writer_open(&w->doc, "hx_doc", doc_types, DOC_NATTS);
+	writer_open(&w->chunk, "hx_chunk", chunk_types, CHUNK_NATTS);
+#ifdef USE_LZ4
+	w->method = TOAST_LZ4_COMPRESSION;
+#else
+	w->method = TOAST_PGLZ_COMPRESSION;
+#endif
+	return w;
+}
+
+void
+hx_chunk_writer_close(HxChunkWriter *w)
+{
+	writer_close(&w->chunk);
+	writer_close(&w->doc);
+	pfree(w);
+}
+
+/* A new document's number */
+int64
+hx_chunk_new_doc_id(void)
+{
+	Oid			seq = hx_extension_relid("hx_doc_seq");
+
+	return DatumGetInt64(DirectFunctionCall1(nextval_oid, ObjectIdGetDatum(seq)));
+}
+
+static Datum
+dead_array(HxDocRow *row)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(3 * row->ndead, 1));
+	int			i;
+
+	for (i = 0; i < row->ndead; i++)
+	{
+		elems[3 * i] = Int64GetDatum((int64) row->dead[i].node);
+		elems[3 * i + 1] = Int64GetDatum(row->dead[i].seg);
+		elems[3 * i + 2] = Int64GetDatum(row->dead[i].gen);
+	}
+	return PointerGetDatum(construct_array(elems, 3 * row->ndead, INT8OID, 8,
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static void
+doc_to_slot(TupleTableSlot *slot, HxDocRow *row)
+{
+	ExecClearTuple(slot);
+	slot->tts_values[0] = Int64GetDatum(row->doc);
+	slot->tts_values[1] = ObjectIdGetDatum(row->rel);
+	slot->tts_values[2] = Int16GetDatum(row->att);
+	slot->tts_values[3] = Int64GetDatum(row->gen);
+	slot->tts_values[4] = Int32GetDatum(row->next_node);
+	slot->tts_values[5] = BoolGetDatum(row->dropped);
+	slot->tts_values[6] = dead_array(row);
+	memset(slot->tts_isnull, false, DOC_NATTS * sizeof(bool));
+	ExecStoreVirtualTuple(slot);
+}
+
+void
+hx_chunk_insert_doc(HxChunkWriter *w, HxDocRow *row)
+{
+	doc_to_slot(w->doc.slot, row);
+	ExecSimpleRelationInsert(w->doc.rri, w->doc.estate, w->doc.slot);
+	row->tid = w->doc.slot->tts_tid;
+}
+
+/* The row of hx_doc at tid, into the writer's old-row slot */
+static TupleTableSlot *
+fetch_old(TableWriter *tw, ItemPointer tid)
+{
+	if (!table_tuple_fetch_row_version(tw->rel, tid, SnapshotAny, tw->oldslot))
+		elog(ERROR, "could not find the row (%u,%u) of relation \"%s\"",
+			 ItemPointerGetBlockNumber(tid), ItemPointerGetOffsetNumber(tid),
+			 RelationGetRelationName(tw->rel));
+	return tw->oldslot;
+}
+
+void
+hx_chunk_update_doc(HxChunkWriter *w, HxDocRow *row)
+{
+	TupleTableSlot *old = fetch_old(&w->doc, &row->tid);
+
+	doc_to_slot(w->doc.slot, row);
+	ExecSimpleRelationUpdate(w->doc.rri, w->doc.estate, NULL, old, w->doc.slot);
+	row->tid = w->doc.slot->tts_tid;
+}
+
+void
+hx_chunk_delete_doc(HxChunkWriter *w, HxDocRow *row)
+{
+	simple_heap_delete(w->doc.rel, &row->tid);
+}
+
+/*
+ * Insert a segment of doc, its body compressed in line when that saves
+ * anything (a large one still goes out of line, compressed, as TOAST
+ * would store it).
+ */
+void
+hx_chunk_insert_segment(HxChunkWriter *w, int64 doc, HxSegId *id, int32 n,
+						int32 refs, Jsonb *body)
+{
+	TupleTableSlot *slot = w->chunk.slot;
+	Datum		stored = PointerGetDatum(body);
+
+	if (VARSIZE(body) >= COMPRESS_MIN)
+	{
+		Datum		c = toast_compress_datum(PointerGetDatum(body), w->method);
+
+		if (DatumGetPointer(c) != NULL)
+			stored = c;
+	}
+	ExecClearTuple(slot);
+	slot->tts_values[0] = Int64GetDatum(doc);
+	slot->tts_values[1] = Int32GetDatum(id->node);
+	slot->tts_values[2] = Int64GetDatum(id->seg);
+	slot->tts_values[3] = Int64GetDatum(id->gen);
+	slot->tts_values[4] = Int32GetDatum(n);
+	slot->tts_values[5] = Int32GetDatum((int32) VARSIZE(body));
+	slot->tts_values[6] = Int32GetDatum(refs);
+	slot->tts_values[7] = stored;
+	memset(slot->tts_isnull, false, CHUNK_NATTS * sizeof(bool));
+	ExecStoreVirtualTuple(slot);
+	ExecSimpleRelationInsert(w->chunk.rri, w->chunk.estate, slot);
+}
+
+void
+hx_chunk_delete_segment(HxChunkWriter *w, ItemPointer tid)
+{
+	simple_heap_delete(w->chunk.rel, tid);
+}
+
+/*
+ * Delete a document whole (a dropped one, or any when any is true): its
+ * row of hx_doc first, without waiting (another transaction that deletes
+ * or changes it wins, and this one leaves it), then its segments.  Whether
+ * it deleted it.
+ */
+bool
+hx_chunk_purge_doc(HxChunkWriter *w, int64 doc, bool any)
+{
+	HxDocRow	row;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	TM_FailureData tmfd;
+	TM_Result	result;
+	List	   *segs;
+	ListCell   *lc;
+
+	if (!hx_chunk_read_doc(doc, snapshot, &row) || !(row.dropped || any))
+	{
+		UnregisterSnapshot(snapshot);
+		return false;
+	}
+	result = table_tuple_delete(w->doc.rel, &row.tid, GetCurrentCommandId(true),
+								snapshot, InvalidSnapshot, false, &tmfd, false);
+	if (result != TM_Ok)
+	{
+		UnregisterSnapshot(snapshot);
+		return false;
+	}
+	segs = hx_chunk_read_segments(doc, snapshot, false);
+	foreach(lc, segs)
+	{
+		HxSegment  *s = (HxSegment *) lfirst(lc);
+
+		CHECK_FOR_INTERRUPTS();
+		simple_heap_delete(w->chunk.rel, &s->tid);
+	}
+	UnregisterSnapshot(snapshot);
+	return true;
+}

@@ -1,0 +1,209 @@
+/*-------------------------------------------------------------------------
+ *
+ * gc.c
+ *	  Deleting the stored hxdoc documents that no row holds any more:
+ *
+ *	  hx_store_gc([table])		the documents of dropped rows, and of rows
+ *			that no longer hold them (TRUNCATE, a trigger disabled, a
+ *			column changed): of one table, or of every table; how many
+ *	  hx_store_dropped()			event trigger: a dropped table's or
+ *			column's documents go with it
+ *
+ * A write of a table with hx_store deletes a few documents that its
+ * deleted rows left (store.c); these find the rest.  A document is kept
+ * while a row holds it, by the snapshot that scans the table: a document
+ * made by a transaction in progress is not seen by that snapshot either
+ * (its hx_doc row is as new), and a reader whose snapshot is older than
+ * the deletion still reads the segments it deletes.
+ *
+ * src/gc.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "doc.h"
+
+/* The documents the rows of a table's column hold (doc ids, as int64) */
+static HTAB *
+held_docs(Oid rel, int16 att)
+{
+	HASHCTL		ctl;
+	HTAB	   *held;
+	char	   *query;
+	Portal		portal;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(int64);
+	ctl.hcxt = CurrentMemoryContext;
+	held = hash_create("hx_store_gc held", 1024, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	/* a table scan as the function's caller, whose privileges it needs */
+	query = psprintf("SELECT t.%s FROM %s.%s t",
+					 quote_identifier(get_attname(rel, att, false)),
+					 quote_identifier(get_namespace_name(get_rel_namespace(rel))),
+					 quote_identifier(get_rel_name(rel)));
+	portal = SPI_cursor_open_with_args(NULL, query, 0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		uint64		i;
+
+		SPI_cursor_fetch(portal, true, 1000);
+		if (SPI_processed == 0)
+			break;
+		for (i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+			HxDocHead  *head;
+
+			CHECK_FOR_INTERRUPTS();
+			if (isnull)
+				continue;
+			head = hx_doc_detoast(d);
+			if (head->format == HXDOC_CHUNKED)
+			{
+				int64		doc = hx_doc_id(head);
+
+				(void) hash_search(held, &doc, HASH_ENTER, NULL);
+			}
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	return held;
+}
+
+/* Is (rel, att) still a column of type hxdoc? */
+static bool
+column_exists(Oid rel, int16 att)
+{
+	HeapTuple	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(rel), Int16GetDatum(att));
+	bool		ok = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_attribute a = (Form_pg_attribute) GETSTRUCT(tup);
+
+		ok = !a->attisdropped && hx_doc_is_type(a->atttypid);
+		ReleaseSysCache(tup);
+	}
+	return ok;
+}
+
+/*
+ * Delete the documents of rel (every table when InvalidOid) that no row
+ * holds, and those marked dropped; how many.
+ */
+static int64
+collect(Oid only)
+{
+	HxChunkWriter *w;
+	List	   *docs;
+	ListCell   *lc;
+	int64		deleted = 0;
+	Oid			lastrel = InvalidOid;
+	int16		lastatt = 0;
+	bool		lastexists = false;
+	HTAB	   *held = NULL;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	w = hx_chunk_writer_open();
+	docs = hx_chunk_docs_of(only, 0);
+	foreach(lc, docs)
+	{
+		HxDocRow   *row = (HxDocRow *) lfirst(lc);
+		bool		orphan;
+
+		CHECK_FOR_INTERRUPTS();
+		if (row->rel != lastrel || row->att != lastatt)
+		{
+			lastrel = row->rel;
+			lastatt = row->att;
+			lastexists = column_exists(row->rel, row->att);
+			held = lastexists ? held_docs(row->rel, row->att) : NULL;
+		}
+		orphan = row->dropped || !lastexists ||
+			hash_search(held, &row->doc, HASH_FIND, NULL) == NULL;
+		if (orphan && hx_chunk_purge_doc(w, row->doc, true))
+			deleted++;
+	}
+	hx_chunk_writer_close(w);
+	SPI_finish();
+	return deleted;
+}
+
+PG_FUNCTION_INFO_V1(hx_store_gc);
+
+Datum
+hx_store_gc(PG_FUNCTION_ARGS)
+{
+	PreventCommandIfReadOnly("hx_store_gc()");
+	PG_RETURN_INT64(collect(PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0)));
+}
+
+PG_FUNCTION_INFO_V1(hx_store_dropped);
+
+/*
+ * hx_store_dropped(): ON sql_drop.  The documents of the tables and
+ * columns the command dropped: a table dropped whole is gone from the
+ * catalogs already, so each of its documents is an orphan.
+ */
+Datum
+hx_store_dropped(PG_FUNCTION_ARGS)
+{
+	HxChunkWriter *w;
+	uint64		i;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" was not called by event trigger manager",
+						"hx_store_dropped")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT DISTINCT objid, objsubid FROM pg_catalog.pg_event_trigger_dropped_objects()"
+					" WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+					"   AND object_type IN ('table', 'table column')",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the dropped objects");
+	if (SPI_processed > 0)
+	{
+		SPITupleTable *tuptable = SPI_tuptable;
+		uint64		n = SPI_processed;
+
+		w = hx_chunk_writer_open();
+		for (i = 0; i < n; i++)
+		{
+			bool		isnull;
+			Oid			rel = DatumGetObjectId(SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 1, &isnull));
+			int32		att = DatumGetInt32(SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 2, &isnull));
+			List	   *docs = hx_chunk_docs_of(rel, (int16) att);
+			ListCell   *lc;
+
+			foreach(lc, docs)
+			{
+				CHECK_FOR_INTERRUPTS();
+				(void) hx_chunk_purge_doc(w, ((HxDocRow *) lfirst(lc))->doc, true);
+			}
+		}
+		hx_chunk_writer_close(w);
+	}
+	SPI_finish();
+	PG_RETURN_VOID();
+}

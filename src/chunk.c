@@ -401,13 +401,14 @@ hx_chunk_writer_close(HxChunkWriter *w)
 	pfree(w);
 }
 
-/* A new document's number */
+/*
+ * A new document's number, from hx_doc_seq, for whoever writes a table
+ * with an hxdoc column (no role has privileges on the sequence)
+ */
 int64
 hx_chunk_new_doc_id(void)
 {
-	Oid			seq = hx_extension_relid("hx_doc_seq");
-
-	return DatumGetInt64(DirectFunctionCall1(nextval_oid, ObjectIdGetDatum(seq)));
+	return nextval_internal(hx_extension_relid("hx_doc_seq"), false);
 }
 
 static Datum

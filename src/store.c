@@ -322,6 +322,10 @@ defer_node(Store *st, int32 node, const JsonbValue *v)
 
 static void kill_value(Store *st, const JsonbValue *v);
 
+/*
+ * A segment this generation replaces: its row only (what it held that is
+ * not kept, the caller kills with kill_value())
+ */
 static void
 kill_segment(Store *st, HxSegment *s)
 {
@@ -329,24 +333,9 @@ kill_segment(Store *st, HxSegment *s)
 
 	*id = s->id;
 	st->killed = lappend(st->killed, id);
-	if (s->refs > 0)
-	{
-		HxContainerIter it;
-		JsonbValue	v;
-		int			n = JB_ROOT_COUNT(s->body);
-		int			i;
-
-		if (JB_ROOT_IS_SCALAR(s->body))
-			return;
-		hx_citer_init(&it, &s->body->root, JB_ROOT_IS_OBJECT(s->body) ? n : 0);
-		for (i = 0; i < n; i++)
-		{
-			hx_citer_next(&it, &v);
-			kill_value(st, &v);
-		}
-	}
 }
 
+/* A node this generation replaces: its segments, and the nodes they hold */
 static void
 kill_node(Store *st, int32 node)
 {
@@ -357,7 +346,25 @@ kill_node(Store *st, int32 node)
 	if (ns == NULL)
 		return;
 	for (i = 0; i < ns->nsegs; i++)
-		kill_segment(st, ns->segs[i]);
+	{
+		HxSegment  *s = ns->segs[i];
+
+		kill_segment(st, s);
+		if (s->refs > 0 && !JB_ROOT_IS_SCALAR(s->body))
+		{
+			HxContainerIter it;
+			JsonbValue	v;
+			int			n = JB_ROOT_COUNT(s->body);
+			int			j;
+
+			hx_citer_init(&it, &s->body->root, JB_ROOT_IS_OBJECT(s->body) ? n : 0);
+			for (j = 0; j < n; j++)
+			{
+				hx_citer_next(&it, &v);
+				kill_value(st, &v);
+			}
+		}
+	}
 }
 
 /* The nodes an old value (of a skeleton or a segment) holds die with it */

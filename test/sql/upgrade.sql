@@ -41,10 +41,26 @@ CREATE FUNCTION extension_shape() RETURNS TABLE (item text) LANGUAGE sql AS $$
 	SELECT 'member: ' || pg_describe_object(m.classid, m.objid, m.objsubid) FROM members m
 	-- pg_proc: the whole definition, properties, owner and ACL
 	UNION ALL
-	SELECT format('function: %s %s %s', p.oid::regprocedure,
-				  to_jsonb(p) - 'oid' - 'proargdefaults' - 'prosqlbody',
+	SELECT format('function: %s %s returns=%s args=%s all=%s %s', p.oid::regprocedure,
+				  to_jsonb(p) - 'oid' - 'proargdefaults' - 'prosqlbody' - 'prorettype' - 'proargtypes' - 'proallargtypes',
+				  p.prorettype::regtype, p.proargtypes::oid[]::regtype[], p.proallargtypes::regtype[],
 				  pg_get_functiondef(p.oid))
 	  FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+	-- pg_type, pg_cast, pg_event_trigger: the types, casts and event
+	-- triggers that belong to it (the types' OIDs by name)
+	UNION ALL
+	SELECT format('type: %s %s array=%s element=%s relation=%s', t.oid::regtype,
+				  to_jsonb(t) - 'oid' - 'typarray' - 'typelem' - 'typrelid',
+				  t.typarray::regtype, nullif(t.typelem, 0)::regtype, nullif(t.typrelid, 0)::regclass)
+	  FROM pg_type t JOIN members m ON m.classid = 'pg_type'::regclass AND m.objid = t.oid
+	UNION ALL
+	SELECT format('cast: %s to %s %s function=%s', c.castsource::regtype, c.casttarget::regtype,
+				  to_jsonb(c) - 'oid' - 'castsource' - 'casttarget' - 'castfunc', c.castfunc::regprocedure)
+	  FROM pg_cast c JOIN members m ON m.classid = 'pg_cast'::regclass AND m.objid = c.oid
+	UNION ALL
+	SELECT format('event trigger: %s %s function=%s', e.evtname, to_jsonb(e) - 'oid' - 'evtfoid' - 'evtowner',
+				  e.evtfoid::regprocedure)
+	  FROM pg_event_trigger e JOIN members m ON m.classid = 'pg_event_trigger'::regclass AND m.objid = e.oid
 	-- pg_class: tables, partitions, indexes
 	UNION ALL
 	SELECT format('relation: %s %s bound=%s partition_key=%s toast=%s', c.oid::regclass,
@@ -236,4 +252,4 @@ SELECT split_part(item, ':', 1) AS kind, count(*) > 0 AS seen
 SELECT version FROM pg_available_extension_versions WHERE name = 'hxstate' ORDER BY version;
 -- and the update path to the newest exists from every version
 SELECT source, target, path FROM pg_extension_update_paths('hxstate')
- WHERE target = '0.6.0' ORDER BY source;
+ WHERE target = '0.7.0' ORDER BY source;

@@ -112,6 +112,11 @@ class DurableEndpoint {
     });
   }
 
+  /** Readers waiting now for more (long-poll and SSE). */
+  get waiting() {
+    return this._waiter ? this._waiter.waiting : 0;
+  }
+
   /** Handle a request under /<route>/. */
   handle(req, res, url) {
     this.stats.requests++;

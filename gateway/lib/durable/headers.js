@@ -6,6 +6,8 @@ const { HttpError } = require('../limits');
 const MAX_CONTENT_TYPE = 256;
 const MAX_PRODUCER_ID = 256;
 const MAX_STREAM_SEQ = 256;
+// the longest Stream-TTL: 2^31 - 1 seconds (68 years); PostgreSQL's intervals hold it with room
+const MAX_TTL = 2147483647;
 const MEDIA_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+$/;
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 const DIGITS = /^[0-9]+$/;
@@ -60,12 +62,13 @@ function expiryOf(req) {
     if (!DECIMAL.test(ttlText) || !Number.isSafeInteger(ttl)) {
       throw new HttpError(400, 'Stream-TTL is a number of seconds in decimal digits, without sign, point or leading zero');
     }
+    if (ttl > MAX_TTL) throw new HttpError(400, `Stream-TTL is at most ${MAX_TTL} seconds`);
     out.ttl = ttl;
   }
   if (expText !== undefined) {
     const m = RFC3339.exec(expText);
     const t = m ? Date.parse(expText) : NaN;
-    if (!m || Number.isNaN(t) || Number(m[2]) > 12 || Number(m[3]) > 31 || Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6]) > 60) {
+    if (!m || Number.isNaN(t) || Number(m[1]) < 1 || Number(m[2]) > 12 || Number(m[3]) > 31 || Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6]) > 60) {
       throw new HttpError(400, 'Stream-Expires-At is an RFC 3339 timestamp (2030-01-01T00:00:00Z)');
     }
     out.expiresAt = expText;
@@ -110,7 +113,7 @@ function forkOf(req) {
     if (offset !== undefined || sub !== undefined) throw new HttpError(400, 'Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From');
     return null;
   }
-  if (from === '') throw new HttpError(400, 'Stream-Forked-From is empty');
+  if (!from.startsWith('/') || from.startsWith('//')) throw new HttpError(400, 'Stream-Forked-From is the path of a stream of this server (/...)');
   let subN = 0;
   if (sub !== undefined) {
     subN = Number(sub);
@@ -121,5 +124,5 @@ function forkOf(req) {
 
 module.exports = {
   mediaType, isJson, isText, contentTypeOf, closedOf, expiryOf, producerOf, streamSeqOf, forkOf,
-  MAX_PRODUCER_ID, MAX_STREAM_SEQ,
+  MAX_PRODUCER_ID, MAX_STREAM_SEQ, MAX_TTL,
 };

@@ -125,7 +125,7 @@ class Store {
    */
   async meta(t, { touch = true } = {}) {
     if (t.kind === 'bytes') {
-      const r = await this.usable(this.pool, t.name, '');
+      const r = await this.usable({ query: (text, values) => this.query(text, values) }, t.name, '');
       if (touch && r.ttl !== null) await this.touch(t.name);
       return {
         contentType: r.content_type, tail: Number(r.tail), closed: r.closed,

@@ -114,12 +114,17 @@ async function serveRead(ctx, req, res, t, url) {
   const ac = new AbortController();
   const onClose = () => ac.abort();
   res.on('close', onClose);
+  // a gateway that closes answers its long-polls at once: 204 at the offset, and the client polls again (elsewhere)
+  const stopOnClosing = ctx.onClosing(() => ac.abort());
   try {
     const deadline = Date.now() + ctx.longPollMs;
     for (;;) {
       const left = deadline - Date.now();
       const why = left > 0 ? await ctx.waiter.wait(t, after, left, ac.signal) : 'timeout';
-      if (why === 'abort') return;
+      if (why === 'abort') {
+        if (!res.destroyed && !res.headersSent) sendTail(ctx, res, { meta: { ...meta, closed: false }, after, cursor: p.cursor });
+        return;
+      }
       meta = await ctx.store.meta(t);
       items = await ctx.store.read(t, after, meta.tail, ctx.maxReadBytes, false);
       if (items.length > 0) {
@@ -133,6 +138,7 @@ async function serveRead(ctx, req, res, t, url) {
     }
   } finally {
     res.removeListener('close', onClose);
+    stopOnClosing();
     release();
   }
 }

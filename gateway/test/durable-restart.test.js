@@ -74,3 +74,43 @@ for (const live of ['long-poll', 'sse']) {
     }
   });
 }
+
+test('an append whose gateway is killed before it commits is not kept; its retry, on a new gateway, lands once', { timeout: 120000 }, async () => {
+  const { durableToken } = require('..');
+  const options = { durable: { logPrefixes: ['@agent:'] } };
+  const auth = { authorization: `Bearer ${durableToken(t.SECRET, '@agent:crash', { scopes: ['read', 'append'] })}`, 'content-type': 'application/json' };
+  const first = await t.childGateway(DB, options);
+  let second = null;
+  const locker = await t.connect(DB);
+  try {
+    assert.equal((await fetch(`${first.base}/ds/@agent:crash`, { method: 'PUT', headers: auth })).status, 201);
+    const headers = { ...auth, 'producer-id': 'w', 'producer-epoch': '0', 'producer-seq': '0' };
+    const body = JSON.stringify({ type: 'CUSTOM', name: 'once', value: 1 });
+    // the stream's row locked: the gateway's append waits in its transaction
+    await locker.query('BEGIN');
+    await locker.query("SELECT 1 FROM hx_durable.stream WHERE name = '@agent:crash' FOR UPDATE");
+    const lost = fetch(`${first.base}/ds/@agent:crash`, { method: 'POST', headers, body }).then((r) => r.status, () => 'no answer');
+    await t.waitFor(async () => (await db.query(
+      "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%hx_durable%stream%FOR UPDATE%'")).rows.length === 1,
+    "the gateway's append to wait for the lock");
+    first.proc.kill('SIGKILL');
+    assert.equal(await lost, 'no answer');
+    await locker.query('COMMIT');
+    // its transaction never commits: the backend finds its client gone
+    await t.waitFor(async () => (await db.query(
+      "SELECT 1 FROM pg_stat_activity WHERE query LIKE '%hx_durable%stream%FOR UPDATE%' AND pid <> pg_backend_pid() AND state <> 'idle'")).rows.length === 0,
+    "the killed gateway's transaction to end");
+    assert.equal((await db.query("SELECT count(*)::int AS n FROM hx_event WHERE stream = '@agent:crash'")).rows[0].n, 0, 'nothing was kept');
+    second = await t.childGateway(DB, options);
+    const retry = await fetch(`${second.base}/ds/@agent:crash`, { method: 'POST', headers, body });
+    assert.equal(retry.status, 200, 'the retry is the first append that lands');
+    const again = await fetch(`${second.base}/ds/@agent:crash`, { method: 'POST', headers, body });
+    assert.equal(again.status, 204, 'and the one after it a duplicate');
+    const { rows } = await db.query("SELECT seq, event->>'name' AS name FROM hx_event WHERE stream = '@agent:crash'");
+    assert.deepEqual(rows.map((r) => [Number(r.seq), r.name]), [[1, 'once']]);
+  } finally {
+    await locker.end();
+    if (first.proc.exitCode === null && first.proc.signalCode === null) await first.close();
+    if (second) await second.close();
+  }
+});

@@ -337,88 +337,107 @@ class Store {
    */
   async append(t, o) {
     return this.tx(async (c) => {
-      let r;
-      let tail;
-      if (t.kind === 'log') {
-        r = await this.row(c, t.name, 'FOR UPDATE');
-        tail = await this.logTail(c, t.name);
-        if (!r) {
-          if (tail === 0) throw new HttpError(404, 'no such stream (no event in the log): create it with PUT');
-          await c.query(`INSERT INTO ${this.s}.stream (name, kind, content_type) VALUES ($1, 'log', 'application/json') ON CONFLICT (name) DO NOTHING`, [t.name]);
-          r = await this.row(c, t.name, 'FOR UPDATE');
-        }
-      } else {
-        r = await this.usable(c, t.name, 'FOR UPDATE');
-        tail = Number(r.tail);
-      }
       const p = o.producer;
+      // the stream's row, locked, with the producer's state: one statement
+      let r = await this.appendRow(c, t.name, p);
+      if (t.kind === 'log') {
+        if (!r) {
+          if ((await this.logTail(c, t.name)) === 0) throw new HttpError(404, 'no such stream (no event in the log): create it with PUT');
+          await c.query(`INSERT INTO ${this.s}.stream (name, kind, content_type) VALUES ($1, 'log', 'application/json') ON CONFLICT (name) DO NOTHING`, [t.name]);
+          r = await this.appendRow(c, t.name, p);
+        }
+      } else if (!r || r.kind !== 'bytes' || r.deleted || !r.live) {
+        r = await this.usable(c, t.name, 'FOR UPDATE'); // says 404 or 410
+      }
+      // a log stream's tail is the log's, read only where it is answered without an append
+      const tail = t.kind === 'log' ? null : Number(r.tail);
+      const tailNow = async () => (tail === null ? this.logTail(c, t.name) : tail);
       // 1. a closed stream
       if (r.closed) {
-        if (p && r.closed_by === tupleOf(p)) return { status: 204, tail, closed: true, producer: p, lastSeq: p.seq };
-        if (!p && o.body.length === 0 && o.close) return { status: 204, tail, closed: true };
-        throw new HttpError(409, 'the stream is closed', { 'stream-closed': 'true', 'stream-next-offset': encodeOffset(tail) });
+        if (p && r.closed_by === tupleOf(p)) return { status: 204, tail: await tailNow(), closed: true, producer: p, lastSeq: p.seq };
+        if (!p && o.body.length === 0 && o.close) return { status: 204, tail: await tailNow(), closed: true };
+        throw new HttpError(409, 'the stream is closed', { 'stream-closed': 'true', 'stream-next-offset': encodeOffset(await tailNow()) });
       }
       // 2. the content type of a body
       if (o.body.length > 0 && mediaType(o.contentType) !== mediaType(r.content_type)) {
         throw new HttpError(409, `the stream's content type is ${r.content_type}`);
       }
       // 3. the producer's (epoch, seq)
-      let state = null;
+      const state = p && r.p_epoch !== null ? { epoch: Number(r.p_epoch), seq: Number(r.p_seq) } : null;
       if (p) {
-        const { rows } = await c.query(`SELECT epoch, seq FROM ${this.s}.producer WHERE stream = $1 AND producer = $2`, [t.name, p.id]);
-        if (rows.length) state = { epoch: Number(rows[0].epoch), seq: Number(rows[0].seq) };
         const d = decide(state, p.epoch, p.seq);
-        if (d.status === 'duplicate') return { status: 204, tail, closed: false, producer: p, lastSeq: d.lastSeq };
+        if (d.status === 'duplicate') return { status: 204, tail: await tailNow(), closed: false, producer: p, lastSeq: d.lastSeq };
         if (d.status === 'stale') throw new HttpError(403, 'a newer epoch of this producer has written: this one is fenced off', { 'producer-epoch': String(d.currentEpoch) });
         if (d.status === 'badEpochSeq') throw new HttpError(400, 'a new epoch begins at Producer-Seq 0');
         if (d.status === 'gap') {
           throw new HttpError(409, `Producer-Seq ${d.receivedSeq} is not the next (${d.expectedSeq})`,
             { 'producer-expected-seq': String(d.expectedSeq), 'producer-received-seq': String(d.receivedSeq) });
         }
+        if (state === null) await this.roomForProducer(c, t.name);
       }
       // 4. the writer's Stream-Seq
       if (o.streamSeq !== null && r.writer_seq !== null && Buffer.compare(Buffer.from(o.streamSeq), Buffer.from(r.writer_seq)) <= 0) {
         throw new HttpError(409, `Stream-Seq ${o.streamSeq} is not after the last one (${r.writer_seq})`);
       }
-      // the messages
-      let last = tail;
-      if (o.body.length > 0) {
-        if (t.kind === 'log') {
-          last = await this.sendEvents(c, t.name, jsonMessages(o.body), tail);
-        } else {
-          const msgs = isJson(r.content_type) ? jsonMessages(o.body).map((m) => Buffer.from(m)) : [o.body];
-          const n = msgs.reduce((a, m) => a + m.length, 0);
-          if (Number(r.bytes) + n > this.maxStreamBytes) throw new HttpError(413, `a stream holds at most ${this.maxStreamBytes} bytes`);
-          await this.insertChunks(c, t.name, tail, msgs);
-          last = tail + msgs.length;
-          await c.query(`UPDATE ${this.s}.stream SET tail = $2, bytes = bytes + $3 WHERE name = $1`, [t.name, last, n]);
-        }
+      // the messages, the producer's state and the stream's row: one statement
+      const keep = `keep AS (
+             INSERT INTO ${this.s}.producer (stream, producer, epoch, seq) SELECT $1, $3, $4, $5 WHERE $3::text IS NOT NULL
+             ON CONFLICT (stream, producer) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq, updated_at = pg_catalog.now())`;
+      const pv = p ? [p.id, p.epoch, p.seq] : [null, null, null];
+      const rowChange = o.streamSeq !== null || o.close;
+      let last;
+      if (t.kind === 'log') {
+        const texts = o.body.length > 0 ? jsonMessages(o.body) : [];
+        const { rows: [w] } = await c.query({
+          name: 'hx_durable_append_log',
+          text: `WITH sent AS (SELECT ${this.hx}.hx_stream_send($1, e.value) AS seq FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS e(value, i)),
+                      ${keep},
+                      row AS (UPDATE ${this.s}.stream SET writer_seq = coalesce($6, writer_seq) WHERE name = $1 AND $7)
+                 SELECT max(seq) AS last FROM sent`,
+          values: [t.name, `[${texts.join(',')}]`, ...pv, o.streamSeq, rowChange],
+        });
+        last = w.last === null ? await tailNow() : Number(w.last);
+      } else {
+        const msgs = o.body.length === 0 ? [] : isJson(r.content_type) ? jsonMessages(o.body).map((m) => Buffer.from(m)) : [o.body];
+        const n = msgs.reduce((a, m) => a + m.length, 0);
+        if (Number(r.bytes) + n > this.maxStreamBytes) throw new HttpError(413, `a stream holds at most ${this.maxStreamBytes} bytes`);
+        last = tail + msgs.length;
+        await c.query({
+          name: 'hx_durable_append_bytes',
+          text: `WITH sent AS (INSERT INTO ${this.s}.chunk (stream, seq, data) SELECT $1, s, d FROM unnest($8::bigint[], $9::bytea[]) AS u(s, d)),
+                      ${keep},
+                      row AS (UPDATE ${this.s}.stream SET tail = $10, bytes = bytes + $11, writer_seq = coalesce($6, writer_seq),
+                                     closed = closed OR $7, closed_by = CASE WHEN $7 THEN $2 ELSE closed_by END,
+                                     touched_at = pg_catalog.now() WHERE name = $1)
+                 SELECT 1`,
+          values: [t.name, tupleOf(p), ...pv, o.streamSeq, o.close, msgs.map((_, i) => tail + 1 + i), msgs, last, n],
+        });
       }
-      if (p) await this.keepProducer(c, t.name, p, state);
-      await c.query(
-        `UPDATE ${this.s}.stream SET writer_seq = coalesce($2, writer_seq), closed = closed OR $3,
-                closed_by = CASE WHEN $3 THEN $4 ELSE closed_by END, touched_at = pg_catalog.now() WHERE name = $1`,
-        [t.name, o.streamSeq, o.close, tupleOf(p)]);
-      return { status: p && o.body.length > 0 ? 200 : 204, tail: last, closed: o.close, producer: p, lastSeq: p ? p.seq : null, appended: last > tail };
+      return { status: p && o.body.length > 0 ? 200 : 204, tail: last, closed: o.close, producer: p, lastSeq: p ? p.seq : null, appended: last > (tail || 0) || t.kind === 'log' };
     });
   }
 
-  /** Store a producer's accepted (epoch, seq); a new producer on a full stream takes the place of one idle for a week, or is refused (429). */
-  async keepProducer(c, name, p, state) {
-    if (state === null) {
-      const { rows: [n] } = await c.query(`SELECT count(*) AS n FROM ${this.s}.producer WHERE stream = $1`, [name]);
-      if (Number(n.n) >= this.maxProducers) {
-        const { rowCount } = await c.query(
-          `DELETE FROM ${this.s}.producer WHERE (stream, producer) IN (
-             SELECT stream, producer FROM ${this.s}.producer WHERE stream = $1 AND updated_at < pg_catalog.now() - $2 * interval '1 second'
-              ORDER BY updated_at LIMIT 1)`, [name, PRODUCER_IDLE_S]);
-        if (rowCount === 0) throw new HttpError(429, `the stream has ${this.maxProducers} producers, none idle for a week: no room for another`, { 'retry-after': '60' });
-      }
-    }
-    await c.query(
-      `INSERT INTO ${this.s}.producer (stream, producer, epoch, seq) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (stream, producer) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq, updated_at = pg_catalog.now()`,
-      [name, p.id, p.epoch, p.seq]);
+  /** A stream's row for an append, locked, with the state of producer p on it (p_epoch, p_seq: null for none); null if no row. */
+  async appendRow(c, name, p) {
+    const { rows } = await c.query({
+      name: 'hx_durable_append_row',
+      text: `SELECT s.*, ${this.live} AS live, p.epoch AS p_epoch, p.seq AS p_seq
+               FROM ${this.s}.stream s LEFT JOIN ${this.s}.producer p ON p.stream = s.name AND p.producer = $2
+              WHERE s.name = $1 FOR UPDATE OF s`,
+      values: [name, p ? p.id : null],
+    });
+    return rows[0] || null;
+  }
+
+  /** Room for a new producer on a stream: it takes the place of one idle for a week, or is refused (429) when the stream has maxProducers. */
+  async roomForProducer(c, name) {
+    const { rows: [n] } = await c.query(`SELECT count(*) AS n FROM (SELECT 1 FROM ${this.s}.producer WHERE stream = $1 LIMIT $2) p`, [name, this.maxProducers]);
+    if (Number(n.n) < this.maxProducers) return;
+    const { rowCount } = await c.query(
+      `DELETE FROM ${this.s}.producer WHERE (stream, producer) IN (
+         SELECT stream, producer FROM ${this.s}.producer WHERE stream = $1 AND updated_at < pg_catalog.now() - $2 * interval '1 second'
+          ORDER BY updated_at LIMIT 1)`, [name, PRODUCER_IDLE_S]);
+    if (rowCount === 0) throw new HttpError(429, `the stream has ${this.maxProducers} producers, none idle for a week: no room for another`, { 'retry-after': '60' });
   }
 
   // -- deleting ----------------------------------------------------------------

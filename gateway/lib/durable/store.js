@@ -151,7 +151,9 @@ class Store {
   /**
    * The messages after seq `after`, up to seq `tail`, of at most maxBytes
    * (the first message always, however large: an append is at most the
-   * gateway's maxBody).  [{seq, data}]: data a Buffer for a byte stream,
+   * gateway's maxBody; an event of the log, at most what the log holds).
+   * The log's events are chosen by their stored (perhaps compressed) size,
+   * then cut to maxBytes of their text.  [{seq, data}]: data a Buffer for a byte stream,
    * the event's JSON text for hxstate's log.  An hxstate stream whose log
    * no longer holds the event after `after` (the ring dropped its day)
    * is 410, unless start is set (offset -1: from the oldest event held).
@@ -174,7 +176,16 @@ class Store {
     if (!start && (rows.length === 0 || Number(rows[0].seq) !== after + 1)) {
       throw new HttpError(410, `the log no longer holds the events after this offset (its oldest is past seq ${after + 1}): read from offset -1`);
     }
-    return rows.map((r) => ({ seq: Number(r.seq), data: r.data }));
+    // the log's sizes are as stored (compressed, perhaps): the text's own bytes decide what goes out
+    const out = [];
+    let bytes = 0;
+    for (const r of rows) {
+      const n = Buffer.byteLength(r.data);
+      if (out.length > 0 && bytes + n > maxBytes) break;
+      out.push({ seq: Number(r.seq), data: r.data });
+      bytes += n;
+    }
+    return out;
   }
 
   /** The tails and closures of byte streams (for waiting readers): Map(name -> {tail, closed}); a stream gone is absent. */

@@ -253,3 +253,32 @@ test('an SSE reader that does not read is cut off after stallTimeout; what it ho
     await big.close();
   }
 });
+
+test('the command: --durable-log-prefixes serves the endpoint, and token --scopes mints its tokens', { timeout: 60000 }, async () => {
+  const { spawn, execFileSync } = require('node:child_process');
+  const path = require('node:path');
+  const bin = path.join(__dirname, '..', 'bin', 'hxstate-gateway.js');
+  const env = { ...process.env, HX_GATEWAY_SECRET: t.SECRET, DATABASE_URL: t.databaseUrl(DB) };
+  const mint = (...args) => execFileSync(process.execPath, [bin, 'token', ...args], { env, encoding: 'utf8' }).trim().split('\n')[0];
+  const child = spawn(process.execPath, [bin, '--port', '0', '--durable-log-prefixes', '@cli:'], { env });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  try {
+    await t.waitFor(() => /Durable Streams: (http:\/\/\S+)\/ds\/<stream>/.test(out), `the command to listen: ${out}`);
+    const base = /Durable Streams: (http:\/\/\S+)\/ds\/<stream>/.exec(out)[1];
+    const writer = { authorization: `Bearer ${mint('@cli:t-1', '--scopes', 'read,append')}`, 'content-type': 'application/json' };
+    assert.equal((await fetch(`${base}/ds/@cli:t-1`, { method: 'PUT', headers: writer })).status, 201);
+    const ev = JSON.stringify({ type: 'CUSTOM', name: 'from-cli', value: 1 });
+    assert.equal((await fetch(`${base}/ds/@cli:t-1`, { method: 'POST', headers: writer, body: ev })).status, 204);
+    const readOnly = { authorization: `Bearer ${mint('@cli:t-1')}`, 'content-type': 'application/json' };
+    assert.equal((await fetch(`${base}/ds/@cli:t-1`, { method: 'POST', headers: readOnly, body: ev })).status, 403);
+    const r = await fetch(`${base}/ds/@cli:t-1`, { headers: readOnly });
+    assert.deepEqual((await r.json()).map((e) => e.name), ['from-cli']);
+    assert.throws(() => mint('@cli:t-1', '--scopes', 'delete'), /--scopes is a list of read, append/);
+  } finally {
+    child.kill('SIGTERM');
+    const code = await new Promise((resolve) => (child.exitCode === null ? child.on('exit', resolve) : resolve(child.exitCode)));
+    assert.equal(code, 0, 'the command stops cleanly');
+  }
+});

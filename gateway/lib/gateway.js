@@ -25,7 +25,7 @@ const { capabilitiesOf } = require('./agui');
 const { serveStream } = require('./stream');
 const { serveRun, parseInput } = require('./run');
 const { loadAssets, serveAsset, serveView, servePhases } = require('./views');
-const { DurableEndpoint } = require('./durable');
+const { DurableEndpoint, durableOptions } = require('./durable');
 const { version } = require('../package.json');
 
 const KEY_MAX_BYTES = 1024;
@@ -92,6 +92,7 @@ class Gateway {
     if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
     for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout']) positiveInt(o, name);
     if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal})');
+    if (o.durable) durableOptions(o.durable); // checked before anything starts
     if (typeof o.authorize !== 'function') {
       if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
       else throw new TypeError('hxstate-gateway: give options.authorize (a function of the request and the stream) or options.secret (signed tokens)');

@@ -282,3 +282,17 @@ test('the command: --durable-log-prefixes serves the endpoint, and token --scope
     assert.equal(code, 0, 'the command stops cleanly');
   }
 });
+
+test("a gateway with durable on a database without the endpoint's tables does not start, and says what to run", async () => {
+  const bare = await t.gatewayDatabase('hx_gateway_durable_bare');
+  try {
+    const { createGateway } = require('..');
+    const gw = createGateway({ pg: { database: 'hx_gateway_durable_bare' }, tables: ['sessions'], secret: t.SECRET, durable: true, log: () => {} });
+    await assert.rejects(gw.ready, /durable\.sql/);
+    await gw.close();
+    assert.throws(() => createGateway({ pg: {}, secret: t.SECRET, durable: { logPrefixes: ['agent:'] } }), /logPrefixes/);
+    assert.throws(() => createGateway({ pg: {}, secret: t.SECRET, durable: { maxReadBytes: 0 } }), /maxReadBytes/);
+  } finally {
+    await bare.end();
+  }
+});

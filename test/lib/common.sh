@@ -139,6 +139,10 @@ hx_install_packages() {
 hx_install_npm() {					# top [all|runtime]
 	local top=$1 want=${2:-all} have=
 	local stamp=$top/node_modules/.hxstate-npm
+	case $want in
+		all | runtime) ;;
+		*) echo "hx_install_npm: no npm set \"$want\" (all or runtime)" >&2; return 2 ;;
+	esac
 	[ -f "$stamp" ] && have=$(cat "$stamp")
 	if [ -f "$top/node_modules/.package-lock.json" ] &&
 		[ ! "$top/package-lock.json" -nt "$top/node_modules/.package-lock.json" ] &&

@@ -107,6 +107,10 @@ install
 check "but the tests install every package once more (which set it was is unknown)" npm_calls 3
 install
 check "(and then no more)" npm_calls 3
+install dev 2>/dev/null
+rc=$?
+check "a set that is neither all nor runtime is refused" [ $rc -eq 2 ]
+check "(and nothing installed)" npm_calls 3
 touch -d '+1 minute' "$repo/package-lock.json"
 install runtime
 check "a newer package-lock.json is installed again" npm_calls 4

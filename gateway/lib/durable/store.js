@@ -173,7 +173,8 @@ class Store {
          SELECT seq, event, sum(pg_catalog.pg_column_size(event)) OVER (ORDER BY seq) - pg_catalog.pg_column_size(event) AS before
            FROM ${this.hx}.hx_event WHERE stream = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT 1000) e
         WHERE before < $4 ORDER BY seq`, [t.name, after, tail, maxBytes]);
-    if (!start && (rows.length === 0 || Number(rows[0].seq) !== after + 1)) {
+    // (with start, an empty read means the log dropped the whole stream since its tail was read)
+    if (rows.length === 0 || (!start && Number(rows[0].seq) !== after + 1)) {
       throw new HttpError(410, `the log no longer holds the events after this offset (its oldest is past seq ${after + 1}): read from offset -1`);
     }
     // the log's sizes are as stored (compressed, perhaps): the text's own bytes decide what goes out

@@ -113,3 +113,17 @@ test('headers: strict values, each bad one a 400', () => {
   assert.throws(() => h.forkOf(req({ 'stream-forked-from': 'http://elsewhere/x' })), (err) => err.status === 400);
   assert.throws(() => h.forkOf(req({ 'stream-fork-offset': '0' })), (err) => err.status === 400);
 });
+
+test("a read of hxstate's log that finds nothing below the tail is 410, from -1 too (the log dropped the stream meanwhile)", async () => {
+  const { Store } = require('../lib/durable/store');
+  const rowsOf = (rows) => ({ query: async () => ({ rows }) });
+  const store = (rows) => new Store({ pool: rowsOf(rows), schema: 'hx_durable', hx: 'public', maxStreamBytes: 1, maxProducers: 1 });
+  const t = { kind: 'table', name: 'sessions:s-1' };
+  await assert.rejects(store([]).read(t, 0, 5, 1000, true), (err) => err.status === 410);
+  await assert.rejects(store([]).read(t, 2, 5, 1000, false), (err) => err.status === 410);
+  await assert.rejects(store([{ seq: '4', data: '{}' }]).read(t, 2, 5, 1000, false), (err) => err.status === 410);
+  assert.deepEqual(await store([{ seq: '4', data: '{}' }]).read(t, 0, 5, 1000, true), [{ seq: 4, data: '{}' }], '-1: from the oldest event held');
+  assert.deepEqual(await store([]).read(t, 5, 5, 1000, false), [], 'at the tail: nothing to read');
+  const big = [{ seq: '3', data: 'x'.repeat(600) }, { seq: '4', data: 'y'.repeat(600) }];
+  assert.deepEqual((await store(big).read(t, 2, 5, 1000, false)).map((m) => m.seq), [3], 'cut to maxBytes of text, the first always');
+});

@@ -127,3 +127,18 @@ test("a read of hxstate's log that finds nothing below the tail is 410, from -1 
   const big = [{ seq: '3', data: 'x'.repeat(600) }, { seq: '4', data: 'y'.repeat(600) }];
   assert.deepEqual((await store(big).read(t, 2, 5, 1000, false)).map((m) => m.seq), [3], 'cut to maxBytes of text, the first always');
 });
+
+test('database errors: the client\'s are 4xx, a database away is 503 with Retry-After, the rest the server\'s', () => {
+  const { httpErrorOf } = require('../lib/durable/store');
+  const e = (code) => Object.assign(new Error('x'), { code });
+  assert.equal(httpErrorOf(e('22023')).status, 400);
+  assert.equal(httpErrorOf(e('42501')).status, 403);
+  assert.equal(httpErrorOf(e('54001')).status, 413);
+  for (const code of ['08006', '57P01', '53300', 'ECONNREFUSED']) {
+    const h = httpErrorOf(e(code));
+    assert.equal(h.status, 503, code);
+    assert.equal(h.headers['retry-after'], '2');
+  }
+  assert.equal(httpErrorOf(e('XX000')), null);
+  assert.equal(httpErrorOf(new Error('no code')), null);
+});

@@ -26,13 +26,18 @@ function quoteIdent(name) {
   return `"${String(name).replace(/"/g, '""')}"`;
 }
 
-/** A PostgreSQL error as the client's HTTP error, or null when it is the server's. */
+/** A PostgreSQL error as the client's HTTP error (or 503 when the database is away), or null when it is the server's. */
 function httpErrorOf(err) {
   const code = err && err.code;
   if (typeof code !== 'string') return null;
   if (code.startsWith('22') || code === '23514') return new HttpError(400, `refused by the database: ${err.message}`);
   if (code === '42501') return new HttpError(403, `refused by the database: ${err.message}`);
   if (code === '54000' || code === '54001') return new HttpError(413, `refused by the database: ${err.message}`);
+  // the database is away, restarting or full: try again later
+  if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03' || code === '53300' ||
+      code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'ENOENT') {
+    return new HttpError(503, 'the database is not reachable now: try again', { 'retry-after': '2' });
+  }
   return null;
 }
 
@@ -53,7 +58,12 @@ class Store {
   }
 
   async tx(fn) {
-    const c = await this.pool.connect();
+    let c;
+    try {
+      c = await this.pool.connect();
+    } catch (err) {
+      throw httpErrorOf(err) || err;
+    }
     try {
       await c.query('BEGIN');
       const r = await fn(c);

@@ -296,3 +296,20 @@ test("a gateway with durable on a database without the endpoint's tables does no
     await bare.end();
   }
 });
+
+test("@durable-streams/client's IdempotentProducer, 5 batches in flight, lands 500 events on a log stream once each, in order", { timeout: 60000 }, async () => {
+  const { DurableStream, IdempotentProducer } = require('@durable-streams/client');
+  const name = '@agent:pipelined';
+  const headers = { authorization: write(name) };
+  const s = await DurableStream.create({ url: `${g.base}/ds/${name}`, contentType: 'application/json', headers });
+  const errors = [];
+  const p = new IdempotentProducer(s, 'w', { lingerMs: 0, maxInFlight: 5, maxBatchBytes: 300, onError: (e) => errors.push(e) });
+  for (let i = 0; i < 500; i++) p.append(JSON.stringify({ type: 'CUSTOM', name: 'n', value: i }));
+  await p.flush();
+  await p.detach();
+  assert.deepEqual(errors, []);
+  const { rows } = await db.query("SELECT seq, (event->>'value')::int AS v FROM hx_event WHERE stream = $1 ORDER BY seq", [name]);
+  assert.deepEqual(rows.map((r) => [Number(r.seq), r.v]), Array.from({ length: 500 }, (_, i) => [i + 1, i]));
+  const { rows: [prod] } = await db.query("SELECT epoch, seq FROM hx_durable.producer WHERE stream = $1 AND producer = 'w'", [name]);
+  assert.ok(Number(prod.seq) > 10, `many batches (${prod.seq + 1})`);
+});

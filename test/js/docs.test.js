@@ -1,5 +1,9 @@
 'use strict';
 // The README stays true to the code:
+//   - its "Try it" comes first: within the README's first 60 lines, the
+//     commands that build and install the extension, the SQL a reader
+//     pastes into `psql -q` and what psql then prints; the test pastes that
+//     SQL into psql, in a new database, and psql must print exactly that;
 //   - its session example is docs/sessions.sql (the sessions table that the
 //     demo, the benchmark and the reliability runs load) and then exactly
 //     what test/sql/sessions.sql runs as a test;
@@ -12,6 +16,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
+const { Client } = require('pg');
 const { freshDatabase } = require('./helpers');
 
 const top = path.resolve(__dirname, '../..');
@@ -36,6 +41,57 @@ function readmeBlock(name) {
   const start = readme.indexOf('```sql\n', marker) + '```sql\n'.length;
   return readme.slice(start, readme.indexOf('```', start));
 }
+
+/** The text of the fenced block of the README that opens at or after offset: {body, end, lang}. */
+function fencedBlock(from) {
+  const open = /^```(\w*)\n/m.exec(readme.slice(from));
+  assert.ok(open, 'a fenced block follows');
+  const start = from + open.index + open[0].length;
+  const close = readme.indexOf('\n```\n', start - 1);
+  return { lang: open[1], body: readme.slice(start, close + 1), end: close + '\n```\n'.length };
+}
+
+/** The 1-based line of the README at offset. */
+const lineAt = (offset) => readme.slice(0, offset).split('\n').length;
+
+test("the README's Try it, in its first 60 lines, prints in psql what it shows", async () => {
+  const heading = readme.indexOf('\n## Try it\n');
+  const marker = readme.indexOf('<!-- try-it');
+  assert.ok(heading > 0 && marker > heading, 'README has "## Try it" and the try-it marker after it');
+  // the commands: build and install, then psql -q on a database of its own
+  const sh = fencedBlock(heading);
+  assert.equal(sh.lang, 'sh');
+  assert.ok(sh.end <= marker, 'the commands come before the SQL');
+  const commands = sh.body.split('\n').map((l) => l.replace(/#.*/, '').trim()).filter(Boolean);
+  assert.deepEqual(commands, ['make', 'sudo make install', 'createdb hx_try && psql -q hx_try']);
+  // the SQL, then what psql prints, both within the first 60 lines
+  const sql = fencedBlock(marker);
+  assert.equal(sql.lang, 'sql');
+  const shown = fencedBlock(sql.end);
+  assert.equal(shown.lang, '');
+  assert.ok(lineAt(shown.end - 1) <= 60, `the Try it ends on line ${lineAt(shown.end - 1)}, after line 60`);
+  assert.match(sql.body, /^CREATE EXTENSION hxstate;\n/, 'the SQL starts with CREATE EXTENSION');
+
+  // pasted into psql -q in a new database (the reader's hx_try), as written
+  const admin = new Client({ database: 'postgres' });
+  await admin.connect();
+  try {
+    await admin.query('DROP DATABASE IF EXISTS hx_docs_try WITH (FORCE)');
+    await admin.query('CREATE DATABASE hx_docs_try');
+    const bindir = execFileSync(process.env.PG_CONFIG || 'pg_config', ['--bindir'], { encoding: 'utf8' }).trim();
+    // stdout and stderr as a terminal shows them: one stream, in order
+    const printed = execFileSync('sh', ['-c', '"$0" -X -q -d hx_docs_try 2>&1', path.join(bindir, 'psql')], {
+      input: sql.body,
+      encoding: 'utf8',
+      env: { ...process.env, PGOPTIONS: '-c lc_messages=C' },
+    });
+    const lines = (text) => text.split('\n').map((l) => l.trimEnd()).join('\n').trim();
+    assert.equal(lines(printed), lines(shown.body));
+  } finally {
+    await admin.query('DROP DATABASE IF EXISTS hx_docs_try WITH (FORCE)');
+    await admin.end();
+  }
+});
 
 test('the README session example is docs/sessions.sql and then test/sql/sessions.sql', () => {
   // the README shows the table of docs/sessions.sql, then the statements

@@ -190,7 +190,7 @@ async function main() {
   }));
   await Promise.all(workers.map((c) => c.end()));
   await run(db, `UPDATE sessions SET pending_tool = NULL WHERE session_id = $1`, [SESSION]);
-  const { rows: [merged] } = await db.query('SELECT state FROM sessions WHERE session_id = $1', [SESSION]);
+  const { rows: [merged] } = await db.query('SELECT state::jsonb AS state FROM sessions WHERE session_id = $1', [SESSION]);
   console.log(`  todos: ${merged.state.todos.map((t) => t.id).join(', ')}; tool_calls: ${merged.state.stats.tool_calls}; tags: ${merged.state.tags.join(', ')}`);
   await settle();
 
@@ -220,7 +220,7 @@ async function main() {
   console.log('  the runtime retries the promote too:');
   await run(db, promote, [SESSION]);
   console.log(`    the stream's seq stays at ${await seqOf()} (it was ${before}): the second promote applied nothing`);
-  const { rows: [promoted] } = await db.query('SELECT state FROM sessions WHERE session_id = $1', [SESSION]);
+  const { rows: [promoted] } = await db.query('SELECT state::jsonb AS state FROM sessions WHERE session_id = $1', [SESSION]);
   const ids = promoted.state.todos.map((t) => t.id);
   console.log(`  todos: ${ids.join(', ')} (t5 once); tool_calls: ${promoted.state.stats.tool_calls}`);
   await settle();
@@ -249,7 +249,7 @@ async function main() {
 
   say('The viewer caught every change; its rebuilt state equals the row');
   const { rows: [row] } = await db.query(
-    `SELECT s.phase, s.project_id, s.state, (SELECT max(seq) FROM hx_event WHERE stream = 'sessions:' || s.session_id) AS seq
+    `SELECT s.phase, s.project_id, s.state::jsonb AS state, (SELECT max(seq) FROM hx_event WHERE stream = 'sessions:' || s.session_id) AS seq
        FROM sessions s WHERE session_id = $1`, [SESSION]);
   for (let i = 0; i < 40 && viewer.seq < Number(row.seq); i++) await sleep(100);
   const same = canonical(viewer.state) === canonical(row.state);

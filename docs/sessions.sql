@@ -12,10 +12,12 @@ CREATE TABLE sessions (
     phase        text NOT NULL DEFAULT 'chatting',  -- chatting|building|verifying|done
     pending_tool jsonb,                             -- the tool_use in flight, if any
     cancel_token text,
-    state        jsonb COMPRESSION lz4 NOT NULL DEFAULT '{}',
+    state        hxdoc NOT NULL DEFAULT '{}',          -- jsonb, stored so that a write writes what it changed
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
 
+CREATE TRIGGER state_store BEFORE INSERT OR UPDATE OR DELETE ON sessions
+    FOR EACH ROW EXECUTE FUNCTION hx_store('state');
 CREATE CONSTRAINT TRIGGER project_locked AFTER INSERT OR UPDATE ON sessions
     FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
 CREATE CONSTRAINT TRIGGER one_tool_at_a_time AFTER INSERT OR UPDATE ON sessions

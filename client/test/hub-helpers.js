@@ -77,7 +77,7 @@ async function truth(db, table, records) {
   const streams = records.map((r) => r.sub.stream);
   const heads = new Map((await db.query('SELECT stream, seq::int FROM hx_stream_heads($1)', [streams]))
     .rows.map((r) => [r.stream, r.seq]));
-  const rows = new Map((await db.query(`SELECT session_id, state FROM ${table}`)).rows
+  const rows = new Map((await db.query(`SELECT session_id, state::jsonb AS state FROM ${table}`)).rows
     .map((r) => [r.session_id, r.state]));
   return { heads, rows };
 }

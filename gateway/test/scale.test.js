@@ -62,7 +62,7 @@ test(`${CLIENTS} SSE clients over ${STREAMS} streams each end with their row's s
     const heads = new Map((await db.query('SELECT stream, seq::int FROM hx_stream_heads($1)', [keys.map((k) => `sessions:${k}`)]))
       .rows.map((r) => [r.stream.slice('sessions:'.length), r.seq]));
     await t.waitFor(() => clients.every((c) => Number(c.lastId()) === heads.get(c.key)), 'every client at its stream\'s head', 60000);
-    const rows = new Map((await db.query('SELECT session_id, state FROM sessions')).rows.map((r) => [r.session_id, r.state]));
+    const rows = new Map((await db.query('SELECT session_id, state::jsonb AS state FROM sessions')).rows.map((r) => [r.session_id, r.state]));
     const bad = [];
     for (const c of clients) {
       const msgs = c.messages.filter((m) => m.data && m.id !== undefined);
@@ -113,7 +113,7 @@ test('--workers 2: two gateway processes on one port, each with at most three co
     const heads = new Map((await db.query('SELECT stream, seq::int FROM hx_stream_heads($1)', [keys.map((k) => `sessions:${k}`)]))
       .rows.map((r) => [r.stream.slice('sessions:'.length), r.seq]));
     await t.waitFor(() => clients.every((x) => Number(x.lastId()) === heads.get(x.key)), 'every client at its stream\'s head');
-    const rows = new Map((await db.query('SELECT session_id, state FROM sessions')).rows.map((r) => [r.session_id, r.state]));
+    const rows = new Map((await db.query('SELECT session_id, state::jsonb AS state FROM sessions')).rows.map((r) => [r.session_id, r.state]));
     for (const x of clients) assert.equal(t.canonical(t.stateOf(x.seqEvents())), t.canonical(rows.get(x.key)), x.key);
     const { rows: conns } = await db.query(
       "SELECT count(*)::int AS n, count(DISTINCT client_port)::int AS ports FROM pg_stat_activity WHERE application_name = 'hx-gateway-workers'");

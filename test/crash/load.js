@@ -542,7 +542,7 @@ async function check(label, full) {
       while (f.stream.seq < t.seq && Date.now() < deadline) await sleep(20);
     }
     await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    const rows = new Map((await db.query('SELECT session_id, state FROM sessions ORDER BY session_id')).rows
+    const rows = new Map((await db.query('SELECT session_id, state::jsonb AS state FROM sessions ORDER BY session_id')).rows
       .map((r) => [r.session_id, r.state]));
     add('writes', checkWrites(rows));
     add('errors', rejections.map((r) => `rejected: ${r}`));

@@ -559,7 +559,7 @@ async function main() {
   const { client: db, port } = await connectPrimary(conninfo, { timeoutMs: 30000 });
   log(`checking on the primary at port ${port}`);
   const rows = new Map((await db.query(
-    'SELECT session_id, state FROM sessions WHERE session_id = ANY($1)', [SESSIONS])).rows.map((r) => [r.session_id, r.state]));
+    'SELECT session_id, state::jsonb AS state FROM sessions WHERE session_id = ANY($1)', [SESSIONS])).rows.map((r) => [r.session_id, r.state]));
   const logs = new Map((await db.query(`
     SELECT stream, count(*)::int AS n, min(seq)::int AS lo, max(seq)::int AS hi,
            count(DISTINCT seq)::int AS distinct_seqs,
@@ -734,7 +734,7 @@ async function main() {
     { op: 'increment', path: '/count', by: 1 }]), key]);
   const { rows: post } = await db.query(
     'SELECT seq, type, event FROM hx_event WHERE stream = $1 AND seq > $2 ORDER BY seq', [`sessions:${key}`, before]);
-  const row = (await db.query('SELECT state FROM sessions WHERE session_id = $1', [key])).rows[0].state;
+  const row = (await db.query('SELECT state::jsonb AS state FROM sessions WHERE session_id = $1', [key])).rows[0].state;
   const reached = await follower.reach(new Map([[key, before + 1]]), 30000);
   const fst = follower.streams.get(key);
   check(post.length === 1 && Number(post[0].seq) === before + 1 && post[0].type === 'STATE_DELTA',

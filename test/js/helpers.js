@@ -81,13 +81,13 @@ async function setTrigger(db, table, ...options) {
 /** hx_merge the ops into a row; the row's state after it. */
 async function merge(db, table, key, ops) {
   const { rows } = await db.query(
-    `UPDATE ${table} SET state = hx_merge(state, $1) WHERE session_id = $2 RETURNING state`,
+    `UPDATE ${table} SET state = hx_merge(state, $1) WHERE session_id = $2 RETURNING state::jsonb AS state`,
     [JSON.stringify(ops), key]);
   return rows[0].state;
 }
 
 async function rowState(db, table, key) {
-  const { rows } = await db.query(`SELECT state FROM ${table} WHERE session_id = $1`, [key]);
+  const { rows } = await db.query(`SELECT state::jsonb AS state FROM ${table} WHERE session_id = $1`, [key]);
   return rows.length ? rows[0].state : undefined;
 }
 

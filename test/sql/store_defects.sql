@@ -1,0 +1,143 @@
+--
+-- store_defects: writes and misuses that lose, tear or refuse an hxdoc
+-- value, found by probing hx_store; each case asserts what a user depends
+-- on (the value stays whole and readable, or the statement is refused
+-- with a documented error), whichever way it is mended.
+--
+-- (err() is defined in setup.sql)
+CREATE FUNCTION big(i int, n int DEFAULT 60) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('n', i, 'log',
+    (SELECT jsonb_agg(repeat('x', 60) || g) FROM generate_series(1, n) g)) $$;
+
+-- 1. Inserting at the front (or at one place in the middle) of a large
+-- array, again and again, as a newest-first list does: the same segment
+-- overflows each time, and each overflow takes a segment key halfway
+-- between two others, so after about 32 such writes every further one
+-- fails with "node N of document D has no room for another segment"
+-- (54000), and its hint ("write the value whole again") does not help:
+-- the same value written again changes nothing.  Each statement is a
+-- transaction of its own (not echoed: 120 of them).
+CREATE TABLE newest_first (id int PRIMARY KEY, state hxdoc NOT NULL, twin jsonb NOT NULL);
+CREATE TRIGGER newest_first_store BEFORE INSERT OR UPDATE OR DELETE ON newest_first
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+INSERT INTO newest_first VALUES (1, big(1), big(1)), (2, big(2), big(2));
+\set ECHO none
+SELECT format($$UPDATE newest_first SET state = hx_patch(state, %1$L), twin = hx_patch(twin, %1$L) WHERE id = 1$$,
+              jsonb_build_array(jsonb_build_object('op', 'add', 'path', '/log/0', 'value', repeat('y', 60) || g)))
+  FROM generate_series(1, 60) g \gexec
+SELECT format($$UPDATE newest_first SET state = hx_patch(state, %1$L), twin = hx_patch(twin, %1$L) WHERE id = 2$$,
+              jsonb_build_array(jsonb_build_object('op', 'add', 'path', '/log/20', 'value', repeat('z', 60) || g)))
+  FROM generate_series(1, 60) g \gexec
+\set ECHO all
+SELECT id, jsonb_array_length(state -> 'log') AS log, state::jsonb = twin AS equal FROM newest_first ORDER BY id;
+DROP TABLE newest_first;
+
+-- 2. hx_store_gc as a role under row-level security: the rows the policy
+-- hides from it look as if they held no document, and their documents are
+-- deleted (their states can no longer be read, by anyone).  Whether it
+-- refuses or sees every row, every state must stay readable.
+CREATE TABLE tenants (id int PRIMARY KEY, tenant text NOT NULL, state hxdoc NOT NULL);
+CREATE TRIGGER tenants_store BEFORE INSERT OR UPDATE OR DELETE ON tenants
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+INSERT INTO tenants SELECT i, CASE WHEN i = 1 THEN 'regress_hx_tenant' ELSE 'other' END, big(i)
+  FROM generate_series(1, 3) i;
+CREATE ROLE regress_hx_tenant;
+GRANT SELECT, INSERT, UPDATE, DELETE ON tenants TO regress_hx_tenant;
+GRANT EXECUTE ON FUNCTION hx_store_gc(regclass) TO regress_hx_tenant;
+ALTER TABLE tenants ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own ON tenants USING (tenant = current_user);
+SET ROLE regress_hx_tenant;
+SELECT count(*) AS rows_it_sees FROM tenants;
+DO $$ BEGIN PERFORM hx_store_gc('tenants'); EXCEPTION WHEN OTHERS THEN NULL; END $$;
+RESET ROLE;
+SELECT id, state -> 'n' AS n, jsonb_array_length(state -> 'log') AS log FROM tenants ORDER BY id;
+DROP TABLE tenants;
+REVOKE EXECUTE ON FUNCTION hx_store_gc(regclass) FROM regress_hx_tenant;
+DROP ROLE regress_hx_tenant;
+
+-- 3. A BEFORE DELETE trigger that fires after hx_store (triggers fire in
+-- name order) and keeps the row (RETURN NULL, as a soft delete does):
+-- hx_store has marked the row's document dropped already, and the next
+-- write of the table deletes it, while the row still holds it.
+CREATE TABLE kept (id int PRIMARY KEY, archived boolean NOT NULL DEFAULT false, state hxdoc NOT NULL);
+CREATE TRIGGER kept_store BEFORE INSERT OR UPDATE OR DELETE ON kept
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+CREATE FUNCTION soft_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE kept SET archived = true WHERE id = OLD.id;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER z_soft_delete BEFORE DELETE ON kept FOR EACH ROW EXECUTE FUNCTION soft_delete();
+INSERT INTO kept SELECT i, false, big(i) FROM generate_series(1, 2) i;
+DELETE FROM kept WHERE id = 1;
+UPDATE kept SET state = hx_merge(state, '[{"op": "increment", "path": "/n", "by": 10}]') WHERE id = 2;
+SELECT id, archived, state -> 'n' AS n, jsonb_array_length(state -> 'log') AS log FROM kept ORDER BY id;
+DROP TABLE kept;
+DROP FUNCTION soft_delete();
+
+-- 4. A BEFORE trigger that fires after hx_store and gives the row another
+-- row's stored value (a template): two rows then hold one document, and
+-- the writes of one make the other's value unreadable.  Refused or
+-- stored, the second row's state must stay what it was given.
+CREATE TABLE templated (id int PRIMARY KEY, state hxdoc NOT NULL DEFAULT '{}');
+CREATE TRIGGER templated_store BEFORE INSERT OR UPDATE OR DELETE ON templated
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+CREATE FUNCTION from_template() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.state::jsonb = '{}' THEN
+    NEW.state := (SELECT state FROM templated WHERE id = 1);
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER z_template BEFORE INSERT ON templated FOR EACH ROW EXECUTE FUNCTION from_template();
+INSERT INTO templated VALUES (1, big(1));
+DO $$ BEGIN INSERT INTO templated VALUES (2, '{}'); EXCEPTION WHEN OTHERS THEN NULL; END $$;
+UPDATE templated SET state = hx_merge(state, '[{"op": "increment", "path": "/n", "by": 10}]') WHERE id = 1;
+UPDATE templated SET state = hx_merge(state, '[{"op": "increment", "path": "/n", "by": 10}]') WHERE id = 1;
+SELECT (SELECT state -> 'n' FROM templated WHERE id = 1) AS first_n,
+       NOT EXISTS (SELECT FROM templated WHERE id = 2) OR
+       (SELECT state::jsonb = big(1) FROM templated WHERE id = 2) AS second_intact;
+DROP TABLE templated;
+DROP FUNCTION from_template();
+
+-- 5. A column named twice in hx_store's arguments: the INSERT stores it
+-- (twice), then every UPDATE fails with a duplicate key of hx_chunk's
+-- primary key (23505) and a DELETE with "tuple already updated by self"
+-- (XX000).  Refused with a documented error, or stored once: never these.
+CREATE TABLE named_twice (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER named_twice_store BEFORE INSERT OR UPDATE OR DELETE ON named_twice
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'state', 'threshold=256', 'segment=1024');
+-- (each statement a transaction of its own)
+SELECT left(e, 5) NOT IN ('XX000', '23505') AND e NOT LIKE '%hx_chunk%' AS insert_clear
+  FROM err('INSERT INTO named_twice VALUES (1, big(1))') AS e;
+SELECT left(e, 5) NOT IN ('XX000', '23505') AND e NOT LIKE '%hx_chunk%' AS update_clear
+  FROM err($$UPDATE named_twice SET state = hx_merge(state, '[{"op": "increment", "path": "/n", "by": 1}]')$$) AS e;
+SELECT left(e, 5) NOT IN ('XX000', '23505') AND e NOT LIKE '%hx_chunk%' AS delete_clear
+  FROM err('DELETE FROM named_twice') AS e;
+DROP TABLE named_twice;
+
+-- 6. jsonb's binary format with a version byte other than 1 (COPY
+-- BINARY, a driver's binary parameter): "unsupported jsonb version
+-- number" as an internal error (XX000, from jsonb's own recv) rather than
+-- a documented SQLSTATE.
+CREATE TABLE recv_raw (b bytea);
+CREATE TABLE recv_doc (v hxdoc);
+INSERT INTO recv_raw VALUES ('\x027b2261223a317d');
+CREATE FUNCTION recv_state() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  f text := current_setting('data_directory') || '/store_defects_recv.bin';
+BEGIN
+  EXECUTE format('COPY recv_raw TO %L (FORMAT binary)', f);
+  EXECUTE format('COPY recv_doc FROM %L (FORMAT binary)', f);
+  RETURN 'accepted';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE;
+END $$;
+SELECT recv_state() NOT LIKE 'XX%' AS documented_sqlstate;
+DROP TABLE recv_raw, recv_doc;
+DROP FUNCTION recv_state();
+
+DROP FUNCTION big(int, int);
+SELECT hx_store_gc() >= 0 AS collected;
+SELECT count(*) AS documents_left FROM hx_doc;
+DELETE FROM hx_event;

@@ -46,7 +46,7 @@ DATA = \
 REGRESS = setup patch merge diff compress limits guard phase stream names send runs store store_abuse store_defects security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-delete store-gc-race step-promote upgrade-rename
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-delete store-gc-race store-decoding step-promote upgrade-rename
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

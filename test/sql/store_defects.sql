@@ -137,6 +137,54 @@ SELECT recv_state() NOT LIKE 'XX%' AS documented_sqlstate;
 DROP TABLE recv_raw, recv_doc;
 DROP FUNCTION recv_state();
 
+-- 7. Logical decoding of a table with an hxdoc column reads each value
+-- in pieces as of its change: hx_doc and hx_chunk are user catalog
+-- tables, whose old rows PostgreSQL keeps for a replication slot.  But
+-- hx_chunk's TOAST table is not one: a segment stored out of line (a
+-- large string, a run that does not compress below about 2 kB) that a
+-- later write replaced and deleted loses its TOAST rows to pruning or
+-- VACUUM while a slot still needs them.  Decoding the change that wrote it
+-- then fails ("missing chunk number 0 for toast value ... in pg_toast_..."),
+-- at every retry: the subscription is stuck for good.  VACUUM FULL of
+-- hx_chunk fails the same way while the slot lags.
+CREATE TABLE replicated (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER replicated_store BEFORE INSERT OR UPDATE OR DELETE ON replicated
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state');
+CREATE PUBLICATION replicated_pub FOR TABLE replicated;
+SELECT 'created' AS slot FROM pg_create_logical_replication_slot('regress_hx_replicated', 'pgoutput');
+INSERT INTO replicated VALUES (1, jsonb_build_object('blob', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 300) g)));
+UPDATE replicated SET state = jsonb_build_object('blob', (SELECT string_agg(md5((g + 1)::text), '') FROM generate_series(1, 300) g));
+UPDATE replicated SET state = hx_merge(state, '[{"op": "replace", "path": "/x", "value": 1}]');
+UPDATE replicated SET state = hx_merge(state, '[{"op": "replace", "path": "/x", "value": 2}]');
+VACUUM hx_chunk;
+\set VERBOSITY sqlstate
+VACUUM FULL hx_chunk;
+-- the four transactions decoded: four commit messages ('C')
+SELECT count(*) FILTER (WHERE get_byte(data, 0) = ascii('C')) AS commits
+  FROM pg_logical_slot_get_binary_changes('regress_hx_replicated', NULL, NULL,
+                                          'proto_version', '1', 'publication_names', 'replicated_pub');
+\set VERBOSITY default
+SELECT pg_drop_replication_slot('regress_hx_replicated');
+-- 8. The same decoding after REINDEX (or VACUUM FULL, CLUSTER) of
+-- hx_chunk: the walsender reads the side tables through their primary
+-- keys, but PostgreSQL gives the historic snapshot the current storage
+-- only of a catalog table itself, not of its indexes (nor its TOAST
+-- table): decoding a change written before the rebuild reads the index's
+-- old file, which is gone ("could not read block 0 in file ...").  Here
+-- every segment is stored in line (a large string that compresses well).
+SELECT 'created' AS slot FROM pg_create_logical_replication_slot('regress_hx_replicated', 'pgoutput');
+UPDATE replicated SET state = jsonb_build_object('blob', repeat('a', 9600));
+UPDATE replicated SET state = jsonb_build_object('blob', repeat('b', 9600));
+REINDEX INDEX hx_chunk_pkey;
+\set VERBOSITY sqlstate
+SELECT count(*) FILTER (WHERE get_byte(data, 0) = ascii('C')) AS commits
+  FROM pg_logical_slot_get_binary_changes('regress_hx_replicated', NULL, NULL,
+                                          'proto_version', '1', 'publication_names', 'replicated_pub');
+\set VERBOSITY default
+SELECT pg_drop_replication_slot('regress_hx_replicated');
+DROP PUBLICATION replicated_pub;
+DROP TABLE replicated;
+
 DROP FUNCTION big(int, int);
 SELECT hx_store_gc() >= 0 AS collected;
 SELECT count(*) AS documents_left FROM hx_doc;

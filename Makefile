@@ -43,7 +43,7 @@ DATA = \
 	sql/hxstate--0.6.0--0.7.0.sql \
 	sql/hxstate--0.7.0.sql
 
-REGRESS = setup patch merge diff compress limits guard phase stream names send runs store store_abuse store_defects security searchpath steps replay sessions upgrade
+REGRESS = setup patch merge diff compress limits guard phase stream names send runs store store_abuse security searchpath steps replay sessions upgrade store_defects
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
 ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-delete store-gc-race store-decoding step-promote upgrade-rename

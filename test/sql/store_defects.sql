@@ -185,6 +185,35 @@ SELECT pg_drop_replication_slot('regress_hx_replicated');
 DROP PUBLICATION replicated_pub;
 DROP TABLE replicated;
 
+-- 9. FETCH from a cursor WITH HOLD once its transaction has committed:
+-- the cursor keeps the values it read (a value in pieces names its
+-- document and generation), and hxdoc's output reads the document with
+-- the transaction's snapshot, which it neither registers nor pushes as
+-- active: the assert-enabled PostgreSQL 18 fails an assertion in
+-- HeapTupleSatisfiesVisibility (snapshot->regd_count > 0 ||
+-- snapshot->active_count > 0), and the server restarts.  (Last in the
+-- pg_regress schedule, so that no other test runs into the restart.)
+-- The value must read whole while its document has not moved two
+-- generations on, and be refused (XH401) after.
+CREATE TABLE cursor_held (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER cursor_held_store BEFORE INSERT OR UPDATE OR DELETE ON cursor_held
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+INSERT INTO cursor_held VALUES (1, jsonb_build_object('n', 1, 'log', (SELECT jsonb_agg(repeat('x', 60) || g) FROM generate_series(1, 5) g)));
+SELECT (hx_doc_info(state)).format FROM cursor_held;
+BEGIN;
+DECLARE held_now CURSOR WITH HOLD FOR SELECT state FROM cursor_held;
+DECLARE held_later CURSOR WITH HOLD FOR SELECT state FROM cursor_held;
+COMMIT;
+FETCH held_now;
+UPDATE cursor_held SET state = hx_merge(state, '[{"op": "increment", "path": "/n", "by": 1}]');
+UPDATE cursor_held SET state = hx_merge(state, '[{"op": "increment", "path": "/n", "by": 1}]');
+\set VERBOSITY sqlstate
+FETCH held_later;
+\set VERBOSITY default
+CLOSE held_now;
+CLOSE held_later;
+DROP TABLE cursor_held;
+
 DROP FUNCTION big(int, int);
 SELECT hx_store_gc() >= 0 AS collected;
 SELECT count(*) AS documents_left FROM hx_doc;

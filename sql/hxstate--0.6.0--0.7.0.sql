@@ -105,14 +105,11 @@ CREATE TABLE @extschema@.hx_doc (
     doc       bigint   PRIMARY KEY,
     rel       oid      NOT NULL,
     att       smallint NOT NULL,
-    gen       bigint   NOT NULL,
-    next_node integer  NOT NULL,
-    dropped   boolean  NOT NULL DEFAULT false,
-    dead      bigint[] NOT NULL DEFAULT '{}'
+    dropped   boolean  NOT NULL DEFAULT false
 ) WITH (user_catalog_table = true);
 
 COMMENT ON TABLE @extschema@.hx_doc
-IS 'the hxdoc documents stored in pieces: table, column, generation, and the segments the generation replaced (node, seg, gen triples)';
+IS 'the hxdoc documents stored in pieces: the table and column each belongs to, and whether its row is gone';
 
 CREATE INDEX hx_doc_rel ON @extschema@.hx_doc (rel, att);
 CREATE INDEX hx_doc_dropped ON @extschema@.hx_doc (rel) WHERE dropped;
@@ -127,10 +124,14 @@ CREATE TABLE @extschema@.hx_chunk (
     refs integer NOT NULL,
     body jsonb   NOT NULL,
     PRIMARY KEY (doc, node, seg, gen)
-) WITH (user_catalog_table = true);
+) WITH (user_catalog_table = true, toast_tuple_target = 8160);
 
 COMMENT ON TABLE @extschema@.hx_chunk
 IS 'the segments of the hxdoc documents stored in pieces: runs of a node''s elements or members, compressed';
+
+-- A segment comes compressed (hx_store compresses it), and is read through
+-- the primary key: kept in the row up to 8 kB (toast_tuple_target), it is
+-- read with its row, not by another index scan of its TOAST table.
 
 CREATE SEQUENCE @extschema@.hx_doc_seq;
 

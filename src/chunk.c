@@ -2,8 +2,9 @@
  *
  * chunk.c
  *	  The side tables of hxdoc values stored in pieces (doc.h): hx_doc, one
- *	  row per document (its table and column, its generation, the segments
- *	  its generation replaced), and hx_chunk, the segments of its nodes.
+ *	  row per document (its table and column, and whether its row is gone),
+ *	  written when a document is made and dropped, and hx_chunk, the
+ *	  segments of its nodes.
  *
  * Both are read and written here through their primary keys, with the
  * table AM and the executor's simple-relation routines, as the logical
@@ -16,8 +17,7 @@
  * column can read a value as of the decoded change.
  *
  * Columns, in order, as the install script creates them:
- *	hx_doc   (doc int8, rel oid, att int2, gen int8, next_node int4,
- *			  dropped bool, dead int8[]: (node, seg, gen) triples)
+ *	hx_doc   (doc int8, rel oid, att int2, dropped bool)
  *	hx_chunk (doc int8, node int4, seg int8, gen int8, n int4, len int4,
  *			  refs int4, body jsonb), keyed (doc, node, seg, gen); n is the
  *			  number of elements or members, len the body's bytes before
@@ -44,7 +44,6 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -53,11 +52,11 @@
 
 #include "doc.h"
 
-#define DOC_NATTS	7
+#define DOC_NATTS	4
 #define CHUNK_NATTS 8
 
 static const Oid doc_types[DOC_NATTS] =
-{INT8OID, OIDOID, INT2OID, INT8OID, INT4OID, BOOLOID, INT8ARRAYOID};
+{INT8OID, OIDOID, INT2OID, BOOLOID};
 static const Oid chunk_types[CHUNK_NATTS] =
 {INT8OID, INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, JSONBOID};
 
@@ -105,39 +104,11 @@ open_pk(Relation rel, LOCKMODE mode)
 static void
 doc_from_slot(TupleTableSlot *slot, HxDocRow *row)
 {
-	bool		isnull;
-	ArrayType  *dead;
-	Datum	   *elems;
-	int			nelems;
-	int			i;
-
 	slot_getallattrs(slot);
 	row->doc = DatumGetInt64(slot->tts_values[0]);
 	row->rel = DatumGetObjectId(slot->tts_values[1]);
 	row->att = DatumGetInt16(slot->tts_values[2]);
-	row->gen = DatumGetInt64(slot->tts_values[3]);
-	row->next_node = DatumGetInt32(slot->tts_values[4]);
-	row->dropped = DatumGetBool(slot->tts_values[5]);
-	isnull = slot->tts_isnull[6];
-	row->ndead = 0;
-	row->dead = NULL;
-	if (!isnull)
-	{
-		dead = DatumGetArrayTypeP(slot->tts_values[6]);
-		deconstruct_array(dead, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &elems, NULL, &nelems);
-		if (nelems % 3 != 0)
-			elog(ERROR, "hx_doc row of document %lld has a malformed dead list",
-				 (long long) row->doc);
-		row->ndead = nelems / 3;
-		row->dead = palloc(sizeof(HxSegId) * Max(row->ndead, 1));
-		for (i = 0; i < row->ndead; i++)
-		{
-			row->dead[i].node = (int32) DatumGetInt64(elems[3 * i]);
-			row->dead[i].seg = DatumGetInt64(elems[3 * i + 1]);
-			row->dead[i].gen = DatumGetInt64(elems[3 * i + 2]);
-		}
-	}
+	row->dropped = DatumGetBool(slot->tts_values[3]);
 	row->tid = slot->tts_tid;
 }
 
@@ -411,22 +382,6 @@ hx_chunk_new_doc_id(void)
 	return nextval_internal(hx_extension_relid("hx_doc_seq"), false);
 }
 
-static Datum
-dead_array(HxDocRow *row)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(3 * row->ndead, 1));
-	int			i;
-
-	for (i = 0; i < row->ndead; i++)
-	{
-		elems[3 * i] = Int64GetDatum((int64) row->dead[i].node);
-		elems[3 * i + 1] = Int64GetDatum(row->dead[i].seg);
-		elems[3 * i + 2] = Int64GetDatum(row->dead[i].gen);
-	}
-	return PointerGetDatum(construct_array(elems, 3 * row->ndead, INT8OID, 8,
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 static void
 doc_to_slot(TupleTableSlot *slot, HxDocRow *row)
 {
@@ -434,10 +389,7 @@ doc_to_slot(TupleTableSlot *slot, HxDocRow *row)
 	slot->tts_values[0] = Int64GetDatum(row->doc);
 	slot->tts_values[1] = ObjectIdGetDatum(row->rel);
 	slot->tts_values[2] = Int16GetDatum(row->att);
-	slot->tts_values[3] = Int64GetDatum(row->gen);
-	slot->tts_values[4] = Int32GetDatum(row->next_node);
-	slot->tts_values[5] = BoolGetDatum(row->dropped);
-	slot->tts_values[6] = dead_array(row);
+	slot->tts_values[3] = BoolGetDatum(row->dropped);
 	memset(slot->tts_isnull, false, DOC_NATTS * sizeof(bool));
 	ExecStoreVirtualTuple(slot);
 }

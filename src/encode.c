@@ -65,6 +65,58 @@ is_aligned(const HxNode *n)
 
 static Size node_size(HxNode *n);
 
+/* The bytes of an on-disk child as the encoder writes it (no padding) */
+static inline Size
+value_data_size(const JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvString:
+			return v->val.string.len;
+		case jbvNumeric:
+			return VARSIZE_ANY(v->val.numeric);
+		case jbvBinary:
+			return v->val.binary.len;
+		default:
+			return 0;
+	}
+}
+
+/*
+ * The size of a spliced node's data area from offset: its parts' children
+ * (objects: every key, then every value), each padded as it will be.  Not
+ * inlined: its locals would grow the frame of every level of node_size()'s
+ * recursion.
+ */
+static pg_noinline Size
+spliced_size(HxNode *n, Size offset)
+{
+	int			values;
+	int			p;
+
+	/* an object's keys: strings, never padded */
+	for (values = n->u.spl.object ? 0 : 1; values < 2; values++)
+		for (p = 0; p < n->u.spl.nparts && offset <= HX_JSONB_MAX_SIZE; p++)
+		{
+			JsonbContainer *c = n->u.spl.parts[p];
+			int			count = JsonContainerSize(c);
+			HxContainerIter it;
+			JsonbValue	v;
+			int			i;
+
+			CHECK_FOR_INTERRUPTS();
+			hx_citer_init(&it, c, (n->u.spl.object && values) ? count : 0);
+			for (i = 0; i < count; i++)
+			{
+				hx_citer_next(&it, &v);
+				if (v.type == jbvNumeric || v.type == jbvBinary)
+					offset += pad_to_int(offset);
+				offset += value_data_size(&v);
+			}
+		}
+	return offset;
+}
+
 /*
  * The size of a container's data area after its header and JEntries,
  * which end 4-byte aligned: each child's data, padded as it will be.
@@ -116,6 +168,9 @@ node_size(HxNode *n)
 		case HX_ARRAY:
 			size = sizeof(uint32) + sizeof(JEntry) * (Size) n->u.arr.n;
 			return children_size(n->u.arr.elems, n->u.arr.n, size);
+		case HX_SPLICED:
+			size = sizeof(uint32) + sizeof(JEntry) * (n->u.spl.object ? 2 : 1) * (Size) n->u.spl.n;
+			return spliced_size(n, size);
 		case HX_OBJECT:
 			/* keys first, in key order: the padding depends on the order */
 			hx_object_normalize(n);
@@ -297,6 +352,60 @@ encode_object(EncodeBuf *buf, HxNode *obj)
 	return JENTRY_ISCONTAINER | (padlen + (buf->len - base_offset));
 }
 
+/* An on-disk child, copied: its bytes, after its padding; its JEntry */
+static inline JEntry
+encode_value(EncodeBuf *buf, const JsonbValue *v)
+{
+	uint32		padlen;
+
+	if (v->type != jbvBinary)
+		return encode_scalar(buf, v);
+	padlen = buf_pad_to_int(buf);
+	buf_append(buf, v->val.binary.data, v->val.binary.len);
+	return JENTRY_ISCONTAINER | (padlen + v->val.binary.len);
+}
+
+/*
+ * A spliced node: its parts' children, one after the other, as bytes.  Not
+ * inlined, as spliced_size().
+ */
+static pg_noinline JEntry
+encode_spliced(EncodeBuf *buf, HxNode *n)
+{
+	Size		base_offset;
+	Size		jentry_offset;
+	uint32		header = n->u.spl.n | (n->u.spl.object ? JB_FOBJECT : JB_FARRAY);
+	uint32		totallen = 0;
+	uint32		padlen;
+	int			k = 0;
+	int			values;
+	int			p;
+
+	padlen = buf_pad_to_int(buf);
+	base_offset = buf->len;
+	buf_append(buf, &header, sizeof(uint32));
+	jentry_offset = buf_reserve(buf, sizeof(JEntry) * (n->u.spl.object ? 2 : 1) * (Size) n->u.spl.n);
+	for (values = n->u.spl.object ? 0 : 1; values < 2; values++)
+		for (p = 0; p < n->u.spl.nparts; p++)
+		{
+			JsonbContainer *c = n->u.spl.parts[p];
+			int			count = JsonContainerSize(c);
+			HxContainerIter it;
+			JsonbValue	v;
+			int			i;
+
+			CHECK_FOR_INTERRUPTS();
+			hx_citer_init(&it, c, (n->u.spl.object && values) ? count : 0);
+			for (i = 0; i < count; i++)
+			{
+				hx_citer_next(&it, &v);
+				store_jentry(buf, jentry_offset, k++, encode_value(buf, &v), &totallen);
+			}
+		}
+	Assert(k == (n->u.spl.object ? 2 : 1) * n->u.spl.n);
+	return JENTRY_ISCONTAINER | (padlen + (buf->len - base_offset));
+}
+
 static JEntry
 encode_node(EncodeBuf *buf, HxNode *n)
 {
@@ -316,6 +425,8 @@ encode_node(EncodeBuf *buf, HxNode *n)
 			return encode_array(buf, n->u.arr.elems, n->u.arr.n, false);
 		case HX_OBJECT:
 			return encode_object(buf, n);
+		case HX_SPLICED:
+			return encode_spliced(buf, n);
 	}
 	return 0;					/* keep compiler quiet */
 }

@@ -77,9 +77,20 @@ held_docs(Oid rel, int16 att)
 			head = hx_doc_detoast(d);
 			if (head->format == HXDOC_CHUNKED)
 			{
-				int64		doc = hx_doc_id(head);
+				HxDocChunked c;
+				bool		found;
 
-				(void) hash_search(held, &doc, HASH_ENTER, NULL);
+				hx_doc_chunked(head, &c);
+				(void) hash_search(held, &c.doc, HASH_ENTER, &found);
+				if (found)
+					ereport(WARNING,
+							(errcode(ERRCODE_DATA_CORRUPTED),
+							 errmsg("hxdoc document %lld is held by more than one row of relation \"%s\"",
+									(long long) c.doc, get_rel_name(rel)),
+							 errdetail("A row got a copy of another row's value while the hx_store trigger did not fire for it; writes of either damage the other."),
+							 errhint("Put their values in line while the trigger is disabled (UPDATE ... SET %s = %s::jsonb), then run hx_store_gc() again.",
+									 quote_identifier(get_attname(rel, att, false)),
+									 quote_identifier(get_attname(rel, att, false)))));
 			}
 		}
 		SPI_freetuptable(SPI_tuptable);

@@ -35,7 +35,7 @@
  * Objects compare member by member within each segment's range of keys.
  *
  * Nothing is deleted that a reader may still need: a segment this write
- * replaces is listed as dead in hx_doc and deleted by the next write, so
+ * replaces is listed as dead in the new value and deleted by the next write, so
  * that the value before this write stays readable (AFTER triggers read
  * OLD), and a row deleted (or a document put back in line) is marked
  * dropped, and deleted by a later write of the table (or hx_store_gc()).
@@ -98,11 +98,15 @@ typedef struct Store
 	HxChunkWriter *w;
 	Oid			rel;
 	int16		att;
+	const char *tgname;
 	int64		doc;
 	int64		gen;			/* the generation being written */
 	HxDocImage	old;			/* the stored generation (doc.h) */
 	bool		have_old;
-	HxDocRow	row;
+	HxDocRow	row;			/* its row of hx_doc */
+	int32		next_node;		/* the number the next new node gets */
+	int32		nsegs;			/* the new generation's segments */
+	int64		gensum;			/* and the sum of their generations */
 	List	   *killed;			/* HxSegId *: replaced by this generation */
 	List	   *later;			/* Deferred *: kept nodes to compare */
 	int			written;		/* segments written */
@@ -333,6 +337,23 @@ kill_segment(Store *st, HxSegment *s)
 
 	*id = s->id;
 	st->killed = lappend(st->killed, id);
+	st->nsegs--;
+	st->gensum -= s->id.gen;
+}
+
+/* Write a segment of the new generation */
+static void
+put_segment(Store *st, int32 node, int64 seg, int32 n, int32 refs, Jsonb *body)
+{
+	HxSegId		id;
+
+	id.node = node;
+	id.seg = seg;
+	id.gen = st->gen;
+	hx_chunk_insert_segment(st->w, st->doc, &id, n, refs, body);
+	st->written++;
+	st->nsegs++;
+	st->gensum += st->gen;
 }
 
 /* A node this generation replaces: its segments, and the nodes they hold */
@@ -443,7 +464,6 @@ static void
 write_segment(Store *st, int32 node, int64 seg, bool object, Placed *items, int n)
 {
 	HxNode	   *body = object ? hx_node_new_object(n) : hx_node_new_array(n);
-	HxSegId		id;
 	int32		refs = 0;
 	int			i;
 
@@ -456,12 +476,7 @@ write_segment(Store *st, int32 node, int64 seg, bool object, Placed *items, int 
 		if (items[i].ref)
 			refs++;
 	}
-	id.node = node;
-	id.seg = seg;
-	id.gen = st->gen;
-	hx_chunk_insert_segment(st->w, st->doc, &id, n, refs,
-							hx_node_to_jsonb(body, CurrentMemoryContext));
-	st->written++;
+	put_segment(st, node, seg, n, refs, hx_node_to_jsonb(body, CurrentMemoryContext));
 }
 
 /* How many segments items[0..n) pack into, and where each starts */
@@ -527,7 +542,7 @@ write_run(Store *st, int32 node, bool object, Placed *items, int n,
 static int32
 new_node(Store *st, const JsonbValue *v)
 {
-	int32		node = st->row.next_node++;
+	int32		node = st->next_node++;
 	HxContainerIter it;
 	HxContainerIter kit;
 	JsonbValue	child;
@@ -540,12 +555,10 @@ new_node(Store *st, const JsonbValue *v)
 	if (v->type != jbvBinary)
 	{
 		/* a large string: a segment that is the scalar */
-		HxSegId		id = {node, SEG_STEP, st->gen};
 		HxNode	   *scalar = hx_node_from_value(v);
 
-		hx_chunk_insert_segment(st->w, st->doc, &id, 1, 0,
-								hx_node_to_jsonb(scalar, CurrentMemoryContext));
-		st->written++;
+		put_segment(st, node, SEG_STEP, 1, 0,
+					hx_node_to_jsonb(scalar, CurrentMemoryContext));
 		return node;
 	}
 	object = JsonContainerIsObject(v->val.binary.data);
@@ -1067,7 +1080,7 @@ store_root(Store *st, const JsonbValue *root, const JsonbValue *oldroot)
 		return hx_node_to_jsonb(shallow, CurrentMemoryContext);
 
 	/* too many small members: the root is a node of its own */
-	node = st->row.next_node++;
+	node = st->next_node++;
 	write_run(st, node, object, items, n, 0, 0, NULL, 0);
 	return hx_node_to_jsonb(hx_placeholder(node), CurrentMemoryContext);
 }
@@ -1087,27 +1100,54 @@ run_deferred(Store *st)
 }
 
 /*
- * Open the document of an old value for writing: its stored generation,
- * by the latest snapshot.  False when the value is not one this row may
- * write over (not in pieces; another table's or column's, a copy of which
- * was stored without this trigger; dropped; or not the stored generation).
+ * Is the old value a document of this row's column, by the latest
+ * snapshot?  Not when it is not in pieces, is another table's or column's
+ * (a copy of which was stored without this trigger), or is dropped.
+ * Its row of hx_doc goes to st->row.
  */
 static bool
-open_old(Store *st, HxDocHead *old)
+own_doc(Store *st, HxDocHead *old)
 {
+	HxDocChunked c;
 	Snapshot	snapshot;
 	bool		ok;
 
-	st->have_old = false;
 	if (old == NULL || old->format != HXDOC_CHUNKED)
 		return false;
+	hx_doc_chunked(old, &c);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	ok = hx_image_load(hx_doc_id(old), hx_doc_gen(old), snapshot, &st->old) == HX_IMAGE_OK &&
-		st->old.row.gen == hx_doc_gen(old) && !st->old.row.dropped &&
-		st->old.row.rel == st->rel && st->old.row.att == st->att;
+	ok = hx_chunk_read_doc(c.doc, snapshot, &st->row) &&
+		!st->row.dropped && st->row.rel == st->rel && st->row.att == st->att;
 	UnregisterSnapshot(snapshot);
-	st->have_old = ok;
 	return ok;
+}
+
+/*
+ * Open a document of this row's column (own_doc()) for writing: its
+ * stored generation's segments, by the latest snapshot, which are all
+ * there (the row is locked, and its value is the stored generation).
+ */
+static void
+open_old(Store *st, HxDocHead *old)
+{
+	HxDocChunked c;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	bool		ok = hx_image_load(old, snapshot, &st->old);
+
+	UnregisterSnapshot(snapshot);
+	hx_doc_chunked(old, &c);
+	if (!ok || st->old.newer > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_STALE_DOCUMENT),
+				 errmsg("hxdoc value of document %lld, generation %lld, is not its document's latest",
+						(long long) c.doc, (long long) c.gen),
+				 errdetail("A row holds a copy of another row's value, or of an older one, written while trigger \"%s\" did not fire.",
+						   st->tgname),
+				 errhint("hx_store_gc() names the documents that rows share.")));
+	st->next_node = c.next_node;
+	st->nsegs = c.nsegs;
+	st->gensum = c.gensum;
+	st->have_old = true;
 }
 
 /* The segments the stored generation replaced go now (img->dead) */
@@ -1123,8 +1163,8 @@ purge_dead(Store *st)
 static void
 mark_dropped(Store *st)
 {
-	st->old.row.dropped = true;
-	hx_chunk_update_doc(st->w, &st->old.row);
+	st->row.dropped = true;
+	hx_chunk_update_doc(st->w, &st->row);
 }
 
 /* What store_value() gives the row */
@@ -1148,15 +1188,14 @@ store_value(Store *st, HxDocHead *newhead, HxDocHead *old, HxDocHead **result)
 	JsonbValue	root;
 	JsonbValue	oldroot;
 	Jsonb	   *skeleton;
-	ListCell   *lc;
-	int			i;
+	HxDocChunked c;
 
 	/* the same value as stored: nothing to do */
 	if (old != NULL && VARSIZE(old) == VARSIZE(newhead) &&
 		memcmp(old, newhead, VARSIZE(old)) == 0)
 		return STORED_OLD;
 
-	have_old = open_old(st, old);
+	have_old = own_doc(st, old);
 	jb = (newhead->format == HXDOC_INLINE) ? hx_doc_inline_jsonb(newhead) :
 		hx_doc_materialize(newhead, NULL);
 	size = VARSIZE(jb) - VARHDRSZ;
@@ -1175,9 +1214,9 @@ store_value(Store *st, HxDocHead *newhead, HxDocHead *old, HxDocHead **result)
 	hx_jsonb_root_value(jb, &root);
 	if (have_old)
 	{
+		open_old(st, old);
 		st->doc = st->old.doc;
-		st->row = st->old.row;
-		st->gen = st->row.gen + 1;
+		st->gen = st->old.gen + 1;
 		hx_jsonb_root_value(hx_doc_skeleton(old), &oldroot);
 		skeleton = store_root(st, &root, &oldroot);
 		run_deferred(st);
@@ -1189,29 +1228,24 @@ store_value(Store *st, HxDocHead *newhead, HxDocHead *old, HxDocHead **result)
 	}
 	else
 	{
-		memset(&st->row, 0, sizeof(HxDocRow));
 		st->doc = hx_chunk_new_doc_id();
 		st->gen = 1;
+		st->next_node = 1;
+		skeleton = store_root(st, &root, NULL);
+		run_deferred(st);
 		st->row.doc = st->doc;
 		st->row.rel = st->rel;
 		st->row.att = st->att;
-		st->row.next_node = 1;
-		skeleton = store_root(st, &root, NULL);
-		run_deferred(st);
+		st->row.dropped = false;
+		hx_chunk_insert_doc(st->w, &st->row);
 	}
 
-	st->row.gen = st->gen;
-	st->row.dropped = false;
-	st->row.ndead = list_length(st->killed);
-	st->row.dead = palloc(sizeof(HxSegId) * Max(st->row.ndead, 1));
-	i = 0;
-	foreach(lc, st->killed)
-		st->row.dead[i++] = *(HxSegId *) lfirst(lc);
-	if (have_old)
-		hx_chunk_update_doc(st->w, &st->row);
-	else
-		hx_chunk_insert_doc(st->w, &st->row);
-	*result = hx_doc_make_chunked(st->doc, st->gen, skeleton);
+	c.doc = st->doc;
+	c.gen = st->gen;
+	c.gensum = st->gensum;
+	c.nsegs = st->nsegs;
+	c.next_node = st->next_node;
+	*result = hx_doc_make_chunked(&c, st->killed, skeleton);
 	return STORED_NEW;
 }
 
@@ -1296,11 +1330,12 @@ hx_store(PG_FUNCTION_ARGS)
 		st.w = w;
 		st.rel = RelationGetRelid(rel);
 		st.att = attnum;
+		st.tgname = trigdata->tg_trigger->tgname;
 
 		if (newtup == NULL || newnull)
 		{
 			/* the row, or its value, is gone: its document too, later */
-			if (open_old(&st, old))
+			if (own_doc(&st, old))
 				mark_dropped(&st);
 			continue;
 		}

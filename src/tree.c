@@ -250,6 +250,39 @@ hx_node_new_null(void)
 	return n;
 }
 
+/*
+ * A node whose children are those of parts[0..nparts), on-disk arrays (or
+ * objects whose keys are in key order across them), which must outlive it
+ */
+HxNode *
+hx_node_new_spliced(bool object, JsonbContainer **parts, int nparts)
+{
+	HxNode	   *n = palloc(sizeof(HxNode));
+	int			i;
+
+	n->kind = HX_SPLICED;
+	n->u.spl.parts = parts;
+	n->u.spl.nparts = nparts;
+	n->u.spl.object = object;
+	n->u.spl.n = 0;
+	for (i = 0; i < nparts; i++)
+	{
+		Assert(JsonContainerIsObject(parts[i]) == object);
+		n->u.spl.n += JsonContainerSize(parts[i]);
+	}
+	if (object && n->u.spl.n > (int) JB_CMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("number of jsonb object pairs exceeds the maximum allowed (%zu)",
+						(size_t) JB_CMASK)));
+	if (!object && n->u.spl.n > (int) JB_CMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
+						(size_t) JB_CMASK)));
+	return n;
+}
+
 HxShape
 hx_node_shape(const HxNode *n)
 {
@@ -277,6 +310,8 @@ hx_node_shape(const HxNode *n)
 			return HXS_ARRAY;
 		case HX_OBJECT:
 			return HXS_OBJECT;
+		case HX_SPLICED:
+			return n->u.spl.object ? HXS_OBJECT : HXS_ARRAY;
 	}
 	return HXS_NULL;			/* keep compiler quiet */
 }
@@ -329,6 +364,8 @@ hx_node_expand(HxNode *n)
 	HxContainerIter it;
 	int			i;
 
+	if (n->kind == HX_SPLICED)
+		elog(ERROR, "a spliced node cannot be unpacked");
 	if (n->kind != HX_BINARY)
 		return;
 
@@ -758,6 +795,8 @@ hx_node_size(const HxNode *n)
 			return n->u.arr.n;
 		case HX_OBJECT:
 			return n->u.obj.nlive;
+		case HX_SPLICED:
+			return n->u.spl.n;
 		default:
 			return 0;
 	}

@@ -13,6 +13,13 @@
  * unpacked.  That is what makes a one-leaf edit of a large document cost
  * little more than copying its bytes.
  *
+ * A spliced node (HX_SPLICED) is an array or object whose children are the
+ * children of several on-disk containers, one after the other (objects:
+ * their keys are in key order across them): an hxdoc value read whole
+ * (doc.c) is made of its segments so, and the encoder copies each child's
+ * bytes without unpacking anything.  Only the encoder and the read-only
+ * accessors take one; nothing edits it.
+ *
  * Invariants:
  *	- a node has at most one parent: nodes are never shared, so unpacking
  *	  and editing in place is safe (an on-disk container's bytes may be
@@ -43,7 +50,8 @@ typedef enum HxKind
 	HX_SCALAR,					/* jbvNull, jbvString, jbvNumeric, jbvBool */
 	HX_BINARY,					/* array or object still in on-disk format */
 	HX_ARRAY,					/* unpacked array */
-	HX_OBJECT					/* unpacked object */
+	HX_OBJECT,					/* unpacked object */
+	HX_SPLICED					/* the children of on-disk containers, in order */
 } HxKind;
 
 typedef struct HxNode HxNode;
@@ -83,6 +91,13 @@ struct HxNode
 			int		   *index;	/* open-addressing hash of pair positions */
 			int			indexsize;
 		}			obj;
+		struct
+		{
+			JsonbContainer **parts; /* arrays, or objects in key order */
+			int			nparts;
+			int			n;		/* children of all the parts */
+			bool		object;
+		}			spl;
 	}			u;
 };
 
@@ -108,6 +123,7 @@ extern HxNode *hx_node_new_object(int cap);
 extern HxNode *hx_node_new_string(const char *s, int len);
 extern HxNode *hx_node_new_numeric(Numeric num);
 extern HxNode *hx_node_new_null(void);
+extern HxNode *hx_node_new_spliced(bool object, JsonbContainer **parts, int nparts);
 extern HxShape hx_node_shape(const HxNode *n);
 extern const char *hx_shape_name(HxShape s);
 extern const char *hx_value_type_name(const JsonbValue *v);

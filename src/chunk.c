@@ -241,14 +241,14 @@ doc_row_cmp(const ListCell *a, const ListCell *b)
 /*
  * The documents (HxDocRow *) of a table's column, of all its columns when
  * att is 0, or of every table when rel is InvalidOid, in (rel, att, doc)
- * order, by the latest snapshot
+ * order, by snapshot (the latest when NULL)
  */
 List *
-hx_chunk_docs_of(Oid rel, int16 att)
+hx_chunk_docs_of(Oid rel, int16 att, Snapshot given)
 {
 	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot = RegisterSnapshot(given ? given : GetLatestSnapshot());
 	List	   *docs = NIL;
 
 	if (OidIsValid(rel))

@@ -13,8 +13,7 @@
  * A value in line is a jsonb datum behind a header; every value that SQL
  * makes (input, a cast) is in line.  Only the hx_store trigger makes a
  * value in pieces, when it stores a large one into its row.  Reading one
- * whole reads the document's row of hx_doc and its segments, through the
- * primary keys, with the snapshot of the statement that reads it (so that
+ * whole reads the document's segments, through the primary key, with the snapshot of the statement that reads it (so that
  * a value and the segments it is made of are read as of the same moment),
  * and encodes one jsonb: the encoder copies each element and member of a
  * segment as bytes.
@@ -234,12 +233,23 @@ hxdoc_out(PG_FUNCTION_ARGS)
 
 PG_FUNCTION_INFO_V1(hxdoc_recv);
 
-/* jsonb's binary format: a version byte, then the JSON text */
+/*
+ * jsonb's binary format: a version byte, then the JSON text.  jsonb_recv
+ * refuses another version with an internal error; this says what it is.
+ */
 Datum
 hxdoc_recv(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_recv, PG_GETARG_DATUM(0)));
+	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
+	Jsonb	   *jb;
 
+	if (buf->cursor >= buf->len || buf->data[buf->cursor] != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("unsupported hxdoc binary format version %d",
+						buf->cursor < buf->len ? (int) (unsigned char) buf->data[buf->cursor] : -1),
+				 errdetail("Its binary format is jsonb's: version 1, then the JSON text.")));
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_recv, PointerGetDatum(buf)));
 	PG_RETURN_POINTER(hx_doc_make_inline(jb));
 }
 

@@ -181,7 +181,7 @@ extern void hx_chunk_insert_segment(HxChunkWriter *w, int64 doc, HxSegId *id,
 									int32 n, int32 refs, Jsonb *body);
 extern void hx_chunk_delete_segment(HxChunkWriter *w, ItemPointer tid);
 extern List *hx_chunk_dropped_docs(Oid rel, int limit);
-extern List *hx_chunk_docs_of(Oid rel, int16 att);
+extern List *hx_chunk_docs_of(Oid rel, int16 att, Snapshot snapshot);
 extern bool hx_chunk_purge_doc(HxChunkWriter *w, int64 doc, bool any);
 
 #endif							/* HX_DOC_H */

@@ -55,6 +55,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# hxdoc decompresses its segments itself (src/chunk.c) when the server has lz4
+SHLIB_LINK += $(filter -llz4, $(LIBS))
+
 EXTRA_CLEAN = test/isolation/output
 
 # The PGXN distribution: dist/hxstate-<version>.zip, of the committed tree

@@ -39,6 +39,7 @@
 #include "access/toast_internals.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "common/pg_lzcompress.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
@@ -51,6 +52,10 @@
 #include "utils/snapmgr.h"
 
 #include "doc.h"
+
+#ifdef USE_LZ4
+#include <lz4.h>
+#endif
 
 #define DOC_NATTS	4
 #define CHUNK_NATTS 8
@@ -136,13 +141,27 @@ hx_chunk_read_doc(int64 doc, Snapshot snapshot, HxDocRow *row)
 	return found;
 }
 
+/* A stored datum, copied (fetched from TOAST, still compressed, if out of line) */
+static struct varlena *
+copy_stored(Datum d)
+{
+	struct varlena *v = (struct varlena *) DatumGetPointer(d);
+	struct varlena *copy;
+
+	if (VARATT_IS_EXTERNAL(v))
+		return detoast_external_attr(v);
+	copy = palloc(VARSIZE_ANY(v));
+	memcpy(copy, v, VARSIZE_ANY(v));
+	return copy;
+}
+
 /*
  * Every segment of doc that snapshot sees, in key order (node, seg, gen),
  * with its body (detoasted and decompressed into the current memory
- * context) when bodies is true.
+ * context) as mode says.
  */
 List *
-hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies)
+hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode)
 {
 	Relation	heap = open_table("hx_chunk", AccessShareLock, chunk_types, CHUNK_NATTS);
 	Relation	index = open_pk(heap, AccessShareLock);
@@ -169,7 +188,12 @@ hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies)
 		s->rawlen = DatumGetInt32(slot->tts_values[5]);
 		s->refs = DatumGetInt32(slot->tts_values[6]);
 		s->stored = (int32) toast_datum_size(slot->tts_values[7]);
-		s->body = bodies ? hx_detoast_jsonb(slot->tts_values[7]) : NULL;
+		s->body = NULL;
+		s->datum = NULL;
+		if (mode == HX_READ_BODIES || (mode == HX_READ_LAZY && s->refs > 0))
+			s->body = hx_detoast_jsonb(slot->tts_values[7]);
+		else if (mode == HX_READ_LAZY)
+			s->datum = copy_stored(slot->tts_values[7]);
 		s->tid = slot->tts_tid;
 		segs = lappend(segs, s);
 	}
@@ -178,6 +202,102 @@ hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies)
 	index_close(index, AccessShareLock);
 	table_close(heap, AccessShareLock);
 	return segs;
+}
+
+static void
+error_segment(HxSegment *s)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("segment (%d, %lld, %lld) of an hxdoc document cannot be read",
+					s->id.node, (long long) s->id.seg, (long long) s->id.gen),
+			 errdetail("Its bytes are not the %d bytes of jsonb its row of hx_chunk says.",
+					   s->rawlen)));
+}
+
+/*
+ * Load a segment read lazily (an HxSegment *, as HxPartLoad takes it):
+ * its jsonb datum, s->rawlen bytes, decompressed into dest, without an
+ * allocation of its own (the encoder loads one segment after another into
+ * one buffer)
+ */
+void
+hx_segment_load(void *segment, char *dest)
+{
+	HxSegment  *s = (HxSegment *) segment;
+	struct varlena *v = s->datum;
+
+	if (v == NULL)
+	{
+		/* read whole already */
+		if (s->body == NULL || VARSIZE(s->body) != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest, s->body, s->rawlen);
+		return;
+	}
+	if (VARATT_IS_COMPRESSED(v))
+	{
+		int32		rawsize = (int32) VARDATA_COMPRESSED_GET_EXTSIZE(v);
+		const char *src = (const char *) v + VARHDRSZ_COMPRESSED;
+		int32		slen = (int32) (VARSIZE(v) - VARHDRSZ_COMPRESSED);
+		int32		got = -1;
+
+		if ((Size) rawsize + VARHDRSZ != (Size) s->rawlen)
+			error_segment(s);
+		switch (VARDATA_COMPRESSED_GET_COMPRESS_METHOD(v))
+		{
+			case TOAST_PGLZ_COMPRESSION_ID:
+				got = pglz_decompress(src, slen, dest + VARHDRSZ, rawsize, true);
+				break;
+			case TOAST_LZ4_COMPRESSION_ID:
+#ifdef USE_LZ4
+				got = LZ4_decompress_safe(src, dest + VARHDRSZ, slen, rawsize);
+#else
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("compression method lz4 not supported"),
+						 errdetail("This functionality requires the server to be built with lz4 support.")));
+#endif
+				break;
+			default:
+				error_segment(s);
+		}
+		if (got != rawsize)
+			error_segment(s);
+		SET_VARSIZE(dest, rawsize + VARHDRSZ);
+	}
+	else if (VARATT_IS_SHORT(v))
+	{
+		Size		len = VARSIZE_SHORT(v) - VARHDRSZ_SHORT;
+
+		if (len + VARHDRSZ != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest + VARHDRSZ, VARDATA_SHORT(v), len);
+		SET_VARSIZE(dest, len + VARHDRSZ);
+	}
+	else
+	{
+		if (VARSIZE(v) != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest, v, s->rawlen);
+	}
+}
+
+/* A segment's body, decompressed now if it was read lazily */
+Jsonb *
+hx_segment_body(HxSegment *s)
+{
+	if (s->body == NULL)
+	{
+		char	   *dest;
+
+		if (s->datum == NULL || s->rawlen < (int32) (VARHDRSZ + sizeof(uint32)))
+			error_segment(s);
+		dest = palloc(s->rawlen);
+		hx_segment_load(s, dest);
+		s->body = (Jsonb *) dest;
+	}
+	return s->body;
 }
 
 /*
@@ -496,7 +616,7 @@ hx_chunk_purge_doc(HxChunkWriter *w, int64 doc, bool any)
 		UnregisterSnapshot(snapshot);
 		return false;
 	}
-	segs = hx_chunk_read_segments(doc, snapshot, false);
+	segs = hx_chunk_read_segments(doc, snapshot, HX_READ_KEYS);
 	foreach(lc, segs)
 	{
 		HxSegment  *s = (HxSegment *) lfirst(lc);

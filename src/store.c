@@ -1301,7 +1301,7 @@ open_old(Store *st, HxDocHead *old)
 {
 	HxDocChunked c;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	bool		ok = hx_image_load(old, snapshot, &st->old);
+	bool		ok = hx_image_load(old, snapshot, &st->old, HX_READ_BODIES);
 
 	UnregisterSnapshot(snapshot);
 	hx_doc_chunked(old, &c);

@@ -227,6 +227,35 @@ SELECT err($$SELECT hx_store_dropped()$$);
 DROP TABLE wrong;
 SELECT hx_doc_info(NULL) IS NULL AS null_in_null_out, '"s"'::hxdoc::jsonb AS scalar, 'null'::hxdoc::text AS json_null;
 
+-- a segment is read in whichever form it is stored: lz4 or pglz (as
+-- hx_store compresses it, by the server's build), or not compressed; a
+-- segment that is not what its row of hx_chunk says is an error, not a
+-- wrong value
+CREATE TABLE forms (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER forms_store BEFORE INSERT OR UPDATE OR DELETE ON forms
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state');
+INSERT INTO forms SELECT 1, jsonb_build_object('messages', (SELECT jsonb_agg(msg(i)) FROM generate_series(1, 120) i));
+CREATE TABLE forms_before AS SELECT state::jsonb AS s FROM forms;
+SELECT (SELECT (hx_doc_info(state)).doc FROM forms) AS forms_doc \gset
+UPDATE hx_chunk SET body = CASE seg % 3 WHEN 0 THEN hx_compress(body, 'pglz') WHEN 1 THEN body::text::jsonb ELSE body END
+ WHERE doc = :forms_doc;
+SELECT count(DISTINCT pg_column_compression(body)) >= 2 AS several_forms, count(*) > 3 AS segments
+  FROM hx_chunk WHERE doc = :forms_doc;
+SELECT state::jsonb = (SELECT s FROM forms_before) AS same_value, jsonb_array_length(state -> 'messages') AS messages FROM forms;
+\pset tuples_only on
+\pset format unaligned
+BEGIN;
+UPDATE hx_chunk SET n = n + 1 WHERE doc = :forms_doc AND (node, seg) = (SELECT node, max(seg) FROM hx_chunk WHERE doc = :forms_doc GROUP BY node);
+SELECT regexp_replace(err($$SELECT state::text FROM forms$$), '([ (]|, )\d+', '\1N', 'g');
+ROLLBACK;
+BEGIN;
+UPDATE hx_chunk SET len = len + 4 WHERE doc = :forms_doc AND (node, seg) = (SELECT node, max(seg) FROM hx_chunk WHERE doc = :forms_doc GROUP BY node);
+SELECT regexp_replace(err($$SELECT state::text FROM forms$$), '([ (]|, )\d+', '\1N', 'g');
+ROLLBACK;
+\pset tuples_only off
+\pset format aligned
+DROP TABLE forms, forms_before;
+
 DROP TABLE chat, audit;
 DROP FUNCTION audit(), held_value(bool, bool), msg(int);
 

@@ -811,6 +811,11 @@ CREATE TABLE @extschema@.hx_chunk (
     PRIMARY KEY (doc, node, seg, gen)
 ) WITH (user_catalog_table = true, toast_tuple_target = 8160);
 
+-- a segment stays in its row (hx_store keeps it under 7,680 bytes of jsonb):
+-- logical decoding reads segments with a historic snapshot, which cannot
+-- fetch TOAST
+ALTER TABLE @extschema@.hx_chunk ALTER COLUMN body SET STORAGE MAIN;
+
 COMMENT ON TABLE @extschema@.hx_chunk
 IS 'the segments of the hxdoc documents stored in pieces: runs of a node''s elements or members, compressed';
 

@@ -47,6 +47,8 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "lib/stringinfo.h"
+
 #include "doc.h"
 
 /* ---------------------------------------------------------------------
@@ -508,6 +510,34 @@ check_part(HxDocImage *img, int32 node, Jsonb *body, bool object)
 						node, (long long) img->doc)));
 }
 
+/* A string node: its pieces (scalars), one after the other */
+static HxNode *
+string_tree(HxDocImage *img, int32 node, HxNodeSegs *ns)
+{
+	StringInfoData str;
+	JsonbValue	v;
+	int			i;
+
+	initStringInfo(&str);
+	for (i = 0; i < ns->nsegs; i++)
+	{
+		Jsonb	   *body = hx_segment_body(ns->segs[i]);
+
+		if (JB_ROOT_IS_SCALAR(body))
+			hx_jsonb_root_value(body, &v);
+		if (!JB_ROOT_IS_SCALAR(body) || v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("node %d of document %lld mixes strings with other values",
+							node, (long long) img->doc)));
+		appendBinaryStringInfo(&str, v.val.string.val, v.val.string.len);
+	}
+	v.type = jbvString;
+	v.val.string.val = str.data;
+	v.val.string.len = str.len;
+	return hx_node_from_value(&v);
+}
+
 static HxNode *value_tree(HxDocImage *img, const JsonbValue *v, bool refs);
 
 /*
@@ -534,12 +564,7 @@ node_tree(HxDocImage *img, int32 node)
 						(long long) img->doc, node, (long long) img->gen)));
 	first = hx_segment_body(ns->segs[0]);
 	if (JB_ROOT_IS_SCALAR(first))
-	{
-		JsonbValue	v;
-
-		hx_jsonb_root_value(first, &v);
-		return hx_node_from_value(&v);
-	}
+		return string_tree(img, node, ns);
 	object = JB_ROOT_IS_OBJECT(first);
 	for (i = 0; i < ns->nsegs; i++)
 		refs |= ns->segs[i]->refs > 0;

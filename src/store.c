@@ -61,6 +61,7 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -73,7 +74,22 @@
 
 /* Defaults of the trigger's options */
 #define DEFAULT_THRESHOLD	2048
-#define DEFAULT_SEGMENT		8192
+#define DEFAULT_SEGMENT		7168
+
+/*
+ * A segment is at most SEGMENT_MAX bytes of jsonb, so that its row of
+ * hx_chunk stays in the table's page (hx_chunk keeps a segment in its row,
+ * compressed or not, up to toast_tuple_target, 8,160 bytes), never out of
+ * line in its TOAST table: logical decoding reads the segments of a value
+ * it decodes with a historic snapshot, which cannot fetch TOAST.  So a
+ * member over ITEM_MAX bytes is a node of its own whatever the threshold,
+ * a segment packs at most the segment size, and a large string is stored
+ * in pieces of at most STRING_PIECE bytes.  (A member whose key alone is
+ * larger is the one thing that still makes a larger segment.)
+ */
+#define SEGMENT_MAX			7680
+#define ITEM_MAX			3840
+#define STRING_PIECE		7168
 
 /* Segment keys: new nodes and appended segments step by this much */
 #define SEG_STEP			((int64) 1 << 32)
@@ -255,7 +271,7 @@ parse_store_args(TriggerData *trigdata, MemoryContext cxt)
 			if (namelen == 9 && strncmp(arg, "threshold", 9) == 0)
 				args->threshold = parse_bytes(tg, "threshold", eq + 1, 256, 1 << 20);
 			else if (namelen == 7 && strncmp(arg, "segment", 7) == 0)
-				args->segment = parse_bytes(tg, "segment", eq + 1, 1024, 1 << 20);
+				args->segment = parse_bytes(tg, "segment", eq + 1, 1024, SEGMENT_MAX);
 			else if (namelen == 4 && strncmp(arg, "from", 4) == 0)
 			{
 				AttrNumber	attnum = hx_trigger_column(rel, eq + 1);
@@ -338,7 +354,7 @@ static bool
 is_large(Store *st, const JsonbValue *v)
 {
 	return (v->type == jbvBinary || v->type == jbvString) &&
-		value_size(v) > (Size) st->args->threshold;
+		value_size(v) > (Size) Min(st->args->threshold, ITEM_MAX);
 }
 
 /* Same bytes (so the same value: jsonb's encoding of a value is one) */
@@ -381,6 +397,32 @@ node_kind(Store *st, int32 node)
 	return JB_ROOT_IS_SCALAR(body) ? 's' : JB_ROOT_IS_ARRAY(body) ? 'a' : 'o';
 }
 
+/*
+ * Is the string node of the old document (its pieces, in order) the new
+ * string?
+ */
+static bool
+same_string(HxNodeSegs *ns, const JsonbValue *newv)
+{
+	Size		off = 0;
+	int			i;
+
+	if (newv->type != jbvString)
+		return false;
+	for (i = 0; i < ns->nsegs; i++)
+	{
+		JsonbValue	piece;
+
+		hx_jsonb_root_value(ns->segs[i]->body, &piece);
+		if (piece.type != jbvString ||
+			off + piece.val.string.len > (Size) newv->val.string.len ||
+			memcmp(newv->val.string.val + off, piece.val.string.val, piece.val.string.len) != 0)
+			return false;
+		off += piece.val.string.len;
+	}
+	return off == (Size) newv->val.string.len;
+}
+
 static char
 value_kind(const JsonbValue *v)
 {
@@ -414,12 +456,7 @@ keeps(Store *st, const JsonbValue *oldv, const JsonbValue *newv, int32 *node)
 		if (kind != value_kind(newv))
 			return KEEP_NOT;
 		if (kind == 's')
-		{
-			JsonbValue	str;
-
-			hx_jsonb_root_value(hx_image_node(&st->old, *node)->segs[0]->body, &str);
-			return same_bytes(&str, newv) ? KEEP_AS_IS : KEEP_NOT;
-		}
+			return same_string(hx_image_node(&st->old, *node), newv) ? KEEP_AS_IS : KEEP_NOT;
 		return KEEP_COMPARE;
 	}
 	return (!is_large(st, newv) && same_bytes(oldv, newv)) ? KEEP_AS_IS : KEEP_NOT;
@@ -670,11 +707,32 @@ new_node(Store *st, const JsonbValue *v)
 
 	if (v->type != jbvBinary)
 	{
-		/* a large string: a segment that is the scalar */
-		HxNode	   *scalar = hx_node_from_value(v);
+		/*
+		 * A large string: segments that are its pieces, each a scalar of at
+		 * most STRING_PIECE bytes, cut between characters
+		 */
+		const char *str = v->val.string.val;
+		int			len = v->val.string.len;
+		int			off = 0;
+		int64		key = 0;
 
-		put_segment(st, node, SEG_STEP, 1, 0,
-					hx_node_to_jsonb(scalar, CurrentMemoryContext));
+		Assert(v->type == jbvString);
+		while (off < len)
+		{
+			int			end = off + pg_mbcliplen(str + off, len - off, STRING_PIECE);
+			JsonbValue	piece;
+
+			CHECK_FOR_INTERRUPTS();
+			if (end == off)
+				end = len;		/* cannot happen: a character is shorter */
+			piece.type = jbvString;
+			piece.val.string.val = (char *) str + off;
+			piece.val.string.len = end - off;
+			key += SEG_STEP;
+			put_segment(st, node, key, 1, 0,
+						hx_node_to_jsonb(hx_node_from_value(&piece), CurrentMemoryContext));
+			off = end;
+		}
 		return node;
 	}
 	object = JsonContainerIsObject(v->val.binary.data);

@@ -312,7 +312,7 @@ hx_node_new_spliced_lazy(JsonbContainer **parts, void **lazy,
 	for (i = 0; i < nparts; i++)
 	{
 		Assert(parts[i] != NULL || (counts[i] >= 0 && rawlens[i] >= (int32) (VARHDRSZ + sizeof(uint32))));
-		total += parts[i] ? JsonContainerSize(parts[i]) : counts[i];
+		total += parts[i] ? (int64) JsonContainerSize(parts[i]) : (int64) counts[i];
 	}
 	if (total > (int64) JB_CMASK)
 		ereport(ERROR,

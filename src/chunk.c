@@ -39,6 +39,8 @@
 #include "access/toast_internals.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/indexing.h"
 #include "common/pg_lzcompress.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
@@ -91,16 +93,6 @@ open_table(const char *name, LOCKMODE mode, const Oid *types, int natts)
 	return rel;
 }
 
-static Relation
-open_pk(Relation rel, LOCKMODE mode)
-{
-	Oid			pk = hx_primary_key_index(rel);
-
-	if (!OidIsValid(pk))
-		elog(ERROR, "relation \"%s\" has no primary key", RelationGetRelationName(rel));
-	return index_open(pk, mode);
-}
-
 /* ---------------------------------------------------------------------
  * Reading
  * ---------------------------------------------------------------------
@@ -117,26 +109,92 @@ doc_from_slot(TupleTableSlot *slot, HxDocRow *row)
 	row->tid = slot->tts_tid;
 }
 
+/*
+ * During logical decoding: is the index's file, as the historic snapshot
+ * names it, its file now?
+ */
+static bool
+index_is_current(Oid indexid)
+{
+	Relation	index = index_open(indexid, AccessShareLock);
+	Relation	classrel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	Snapshot	snapshot;
+	HeapTuple	tup;
+	bool		current = false;
+
+	ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(indexid));
+	snapshot = RegisterSnapshot(GetNonHistoricCatalogSnapshot(RelationRelationId));
+	scan = systable_beginscan(classrel, ClassOidIndexId, true, snapshot, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		current = ((Form_pg_class) GETSTRUCT(tup))->relfilenode == index->rd_rel->relfilenode;
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(classrel, AccessShareLock);
+	index_close(index, AccessShareLock);
+	return current;
+}
+
+static int
+segment_cmp(const ListCell *a, const ListCell *b)
+{
+	HxSegId    *x = &((HxSegment *) lfirst(a))->id;
+	HxSegId    *y = &((HxSegment *) lfirst(b))->id;
+
+	if (x->node != y->node)
+		return (x->node < y->node) ? -1 : 1;
+	if (x->seg != y->seg)
+		return (x->seg < y->seg) ? -1 : 1;
+	return (x->gen < y->gen) ? -1 : (x->gen > y->gen);
+}
+
+/*
+ * Scans of the side tables through their primary keys, by systable_*:
+ * what PostgreSQL allows while logical decoding reads them for a value of
+ * a transaction still in progress (it watches for that transaction
+ * aborting).  During decoding, an index that was rebuilt since the change
+ * being decoded (REINDEX, VACUUM FULL, CLUSTER of the table) is not read
+ * (the historic snapshot names its old file, which is gone): the table is
+ * scanned instead, which PostgreSQL reads at its current file.
+ */
+static SysScanDesc
+scan_by_doc(Relation heap, Snapshot snapshot, int64 doc, ScanKey key)
+{
+	Oid			pk = hx_primary_key_index(heap);
+	bool		indexok = OidIsValid(pk);
+
+	if (indexok && HistoricSnapshotActive())
+		indexok = index_is_current(pk);
+	ScanKeyInit(key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
+	return systable_beginscan(heap, pk, indexok, snapshot, 1, key);
+}
+
 /* hx_doc's row of doc, as snapshot sees it; false when there is none */
 bool
 hx_chunk_read_doc(int64 doc, Snapshot snapshot, HxDocRow *row)
 {
 	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
-	Relation	index = open_pk(heap, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	IndexScanDesc scan;
 	ScanKeyData key;
-	bool		found;
+	SysScanDesc scan = scan_by_doc(heap, snapshot, doc, &key);
+	HeapTuple	tup = systable_getnext(scan);
+	bool		found = HeapTupleIsValid(tup);
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
-	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
-		doc_from_slot(slot, row);
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
+	{
+		Datum		values[DOC_NATTS];
+		bool		nulls[DOC_NATTS];
+
+		heap_deform_tuple(tup, RelationGetDescr(heap), values, nulls);
+		row->doc = DatumGetInt64(values[0]);
+		row->rel = DatumGetObjectId(values[1]);
+		row->att = DatumGetInt16(values[2]);
+		row->dropped = DatumGetBool(values[3]);
+		row->tid = tup->t_self;
+	}
+	systable_endscan(scan);
 	table_close(heap, AccessShareLock);
 	return found;
 }
@@ -164,42 +222,46 @@ List *
 hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode)
 {
 	Relation	heap = open_table("hx_chunk", AccessShareLock, chunk_types, CHUNK_NATTS);
-	Relation	index = open_pk(heap, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	IndexScanDesc scan;
+	TupleDesc	desc = RelationGetDescr(heap);
 	ScanKeyData key;
+	SysScanDesc scan = scan_by_doc(heap, snapshot, doc, &key);
+	HeapTuple	tup;
 	List	   *segs = NIL;
 	int			count = 0;
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
-	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		HxSegment  *s = palloc(sizeof(HxSegment));
+		Datum		values[CHUNK_NATTS];
+		bool		nulls[CHUNK_NATTS];
 
 		if ((++count & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
-		slot_getallattrs(slot);
-		s->id.node = DatumGetInt32(slot->tts_values[1]);
-		s->id.seg = DatumGetInt64(slot->tts_values[2]);
-		s->id.gen = DatumGetInt64(slot->tts_values[3]);
-		s->n = DatumGetInt32(slot->tts_values[4]);
-		s->rawlen = DatumGetInt32(slot->tts_values[5]);
-		s->refs = DatumGetInt32(slot->tts_values[6]);
-		s->stored = (int32) toast_datum_size(slot->tts_values[7]);
+		heap_deform_tuple(tup, desc, values, nulls);
+		s->id.node = DatumGetInt32(values[1]);
+		s->id.seg = DatumGetInt64(values[2]);
+		s->id.gen = DatumGetInt64(values[3]);
+		s->n = DatumGetInt32(values[4]);
+		s->rawlen = DatumGetInt32(values[5]);
+		s->refs = DatumGetInt32(values[6]);
+		s->stored = (int32) toast_datum_size(values[7]);
 		s->body = NULL;
 		s->datum = NULL;
 		if (mode == HX_READ_BODIES || (mode == HX_READ_LAZY && s->refs > 0))
-			s->body = hx_detoast_jsonb(slot->tts_values[7]);
+			s->body = hx_detoast_jsonb(values[7]);
 		else if (mode == HX_READ_LAZY)
-			s->datum = copy_stored(slot->tts_values[7]);
-		s->tid = slot->tts_tid;
+			s->datum = copy_stored(values[7]);
+		s->tid = tup->t_self;
 		segs = lappend(segs, s);
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
+
+	/*
+	 * The index gives segments in key order; the table scan of a rebuilt
+	 * index (decoding only) in the table's
+	 */
+	if (list_length(segs) > 1)
+		list_sort(segs, segment_cmp);
+	systable_endscan(scan);
 	table_close(heap, AccessShareLock);
 	return segs;
 }

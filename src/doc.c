@@ -460,7 +460,15 @@ reading_snapshot(void)
 void
 hx_image_load_any(HxDocHead *head, HxDocImage *img, HxReadMode mode)
 {
-	bool		ok = hx_image_load(head, reading_snapshot(), img, mode);
+	Snapshot	snapshot = reading_snapshot();
+	bool		ok;
+
+	/* registered: a scan takes only a registered or active snapshot */
+	if (!HistoricSnapshotActive())
+		snapshot = RegisterSnapshot(snapshot);
+	ok = hx_image_load(head, snapshot, img, mode);
+	if (!HistoricSnapshotActive())
+		UnregisterSnapshot(snapshot);
 
 	if (!ok && !HistoricSnapshotActive())
 	{

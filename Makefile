@@ -3,6 +3,7 @@
 EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
+	src/backfill.o \
 	src/catalog.o \
 	src/chunk.o \
 	src/compress.o \
@@ -43,16 +44,19 @@ DATA = \
 	sql/hxstate--0.6.0--0.7.0.sql \
 	sql/hxstate--0.7.0.sql
 
-REGRESS = setup patch merge diff compress limits guard phase stream names send runs store store_abuse security searchpath steps replay sessions upgrade store_defects
+REGRESS = setup patch merge diff compress limits guard phase stream names send runs store store_abuse migrate security searchpath steps replay sessions upgrade store_defects
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-delete store-gc-race store-decoding step-promote upgrade-rename
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-migrate store-delete store-gc-race store-decoding step-promote upgrade-rename
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# hxdoc decompresses its segments itself (src/chunk.c) when the server has lz4
+SHLIB_LINK += $(filter -llz4, $(LIBS))
 
 EXTRA_CLEAN = test/isolation/output
 

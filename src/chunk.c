@@ -2,8 +2,9 @@
  *
  * chunk.c
  *	  The side tables of hxdoc values stored in pieces (doc.h): hx_doc, one
- *	  row per document (its table and column, its generation, the segments
- *	  its generation replaced), and hx_chunk, the segments of its nodes.
+ *	  row per document (its table and column, and whether its row is gone),
+ *	  written when a document is made and dropped, and hx_chunk, the
+ *	  segments of its nodes.
  *
  * Both are read and written here through their primary keys, with the
  * table AM and the executor's simple-relation routines, as the logical
@@ -16,8 +17,7 @@
  * column can read a value as of the decoded change.
  *
  * Columns, in order, as the install script creates them:
- *	hx_doc   (doc int8, rel oid, att int2, gen int8, next_node int4,
- *			  dropped bool, dead int8[]: (node, seg, gen) triples)
+ *	hx_doc   (doc int8, rel oid, att int2, dropped bool)
  *	hx_chunk (doc int8, node int4, seg int8, gen int8, n int4, len int4,
  *			  refs int4, body jsonb), keyed (doc, node, seg, gen); n is the
  *			  number of elements or members, len the body's bytes before
@@ -39,12 +39,14 @@
 #include "access/toast_internals.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/indexing.h"
+#include "common/pg_lzcompress.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -53,11 +55,15 @@
 
 #include "doc.h"
 
-#define DOC_NATTS	7
+#ifdef USE_LZ4
+#include <lz4.h>
+#endif
+
+#define DOC_NATTS	4
 #define CHUNK_NATTS 8
 
 static const Oid doc_types[DOC_NATTS] =
-{INT8OID, OIDOID, INT2OID, INT8OID, INT4OID, BOOLOID, INT8ARRAYOID};
+{INT8OID, OIDOID, INT2OID, BOOLOID};
 static const Oid chunk_types[CHUNK_NATTS] =
 {INT8OID, INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, JSONBOID};
 
@@ -87,16 +93,6 @@ open_table(const char *name, LOCKMODE mode, const Oid *types, int natts)
 	return rel;
 }
 
-static Relation
-open_pk(Relation rel, LOCKMODE mode)
-{
-	Oid			pk = hx_primary_key_index(rel);
-
-	if (!OidIsValid(pk))
-		elog(ERROR, "relation \"%s\" has no primary key", RelationGetRelationName(rel));
-	return index_open(pk, mode);
-}
-
 /* ---------------------------------------------------------------------
  * Reading
  * ---------------------------------------------------------------------
@@ -105,40 +101,75 @@ open_pk(Relation rel, LOCKMODE mode)
 static void
 doc_from_slot(TupleTableSlot *slot, HxDocRow *row)
 {
-	bool		isnull;
-	ArrayType  *dead;
-	Datum	   *elems;
-	int			nelems;
-	int			i;
-
 	slot_getallattrs(slot);
 	row->doc = DatumGetInt64(slot->tts_values[0]);
 	row->rel = DatumGetObjectId(slot->tts_values[1]);
 	row->att = DatumGetInt16(slot->tts_values[2]);
-	row->gen = DatumGetInt64(slot->tts_values[3]);
-	row->next_node = DatumGetInt32(slot->tts_values[4]);
-	row->dropped = DatumGetBool(slot->tts_values[5]);
-	isnull = slot->tts_isnull[6];
-	row->ndead = 0;
-	row->dead = NULL;
-	if (!isnull)
-	{
-		dead = DatumGetArrayTypeP(slot->tts_values[6]);
-		deconstruct_array(dead, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &elems, NULL, &nelems);
-		if (nelems % 3 != 0)
-			elog(ERROR, "hx_doc row of document %lld has a malformed dead list",
-				 (long long) row->doc);
-		row->ndead = nelems / 3;
-		row->dead = palloc(sizeof(HxSegId) * Max(row->ndead, 1));
-		for (i = 0; i < row->ndead; i++)
-		{
-			row->dead[i].node = (int32) DatumGetInt64(elems[3 * i]);
-			row->dead[i].seg = DatumGetInt64(elems[3 * i + 1]);
-			row->dead[i].gen = DatumGetInt64(elems[3 * i + 2]);
-		}
-	}
+	row->dropped = DatumGetBool(slot->tts_values[3]);
 	row->tid = slot->tts_tid;
+}
+
+/*
+ * During logical decoding: is the index's file, as the historic snapshot
+ * names it, its file now?
+ */
+static bool
+index_is_current(Oid indexid)
+{
+	Relation	index = index_open(indexid, AccessShareLock);
+	Relation	classrel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	Snapshot	snapshot;
+	HeapTuple	tup;
+	bool		current = false;
+
+	ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(indexid));
+	snapshot = RegisterSnapshot(GetNonHistoricCatalogSnapshot(RelationRelationId));
+	scan = systable_beginscan(classrel, ClassOidIndexId, true, snapshot, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		current = ((Form_pg_class) GETSTRUCT(tup))->relfilenode == index->rd_rel->relfilenode;
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(classrel, AccessShareLock);
+	index_close(index, AccessShareLock);
+	return current;
+}
+
+static int
+segment_cmp(const ListCell *a, const ListCell *b)
+{
+	HxSegId    *x = &((HxSegment *) lfirst(a))->id;
+	HxSegId    *y = &((HxSegment *) lfirst(b))->id;
+
+	if (x->node != y->node)
+		return (x->node < y->node) ? -1 : 1;
+	if (x->seg != y->seg)
+		return (x->seg < y->seg) ? -1 : 1;
+	return (x->gen < y->gen) ? -1 : (x->gen > y->gen);
+}
+
+/*
+ * Scans of the side tables through their primary keys, by systable_*:
+ * what PostgreSQL allows while logical decoding reads them for a value of
+ * a transaction still in progress (it watches for that transaction
+ * aborting).  During decoding, an index that was rebuilt since the change
+ * being decoded (REINDEX, VACUUM FULL, CLUSTER of the table) is not read
+ * (the historic snapshot names its old file, which is gone): the table is
+ * scanned instead, which PostgreSQL reads at its current file.
+ */
+static SysScanDesc
+scan_by_doc(Relation heap, Snapshot snapshot, int64 doc, ScanKey key)
+{
+	Oid			pk = hx_primary_key_index(heap);
+	bool		indexok = OidIsValid(pk);
+
+	if (indexok && HistoricSnapshotActive())
+		indexok = index_is_current(pk);
+	ScanKeyInit(key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
+	return systable_beginscan(heap, pk, indexok, snapshot, 1, key);
 }
 
 /* hx_doc's row of doc, as snapshot sees it; false when there is none */
@@ -146,67 +177,189 @@ bool
 hx_chunk_read_doc(int64 doc, Snapshot snapshot, HxDocRow *row)
 {
 	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
-	Relation	index = open_pk(heap, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	IndexScanDesc scan;
 	ScanKeyData key;
-	bool		found;
+	SysScanDesc scan = scan_by_doc(heap, snapshot, doc, &key);
+	HeapTuple	tup = systable_getnext(scan);
+	bool		found = HeapTupleIsValid(tup);
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
-	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
-		doc_from_slot(slot, row);
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
+	{
+		Datum		values[DOC_NATTS];
+		bool		nulls[DOC_NATTS];
+
+		heap_deform_tuple(tup, RelationGetDescr(heap), values, nulls);
+		row->doc = DatumGetInt64(values[0]);
+		row->rel = DatumGetObjectId(values[1]);
+		row->att = DatumGetInt16(values[2]);
+		row->dropped = DatumGetBool(values[3]);
+		row->tid = tup->t_self;
+	}
+	systable_endscan(scan);
 	table_close(heap, AccessShareLock);
 	return found;
+}
+
+/* A stored datum, copied (fetched from TOAST, still compressed, if out of line) */
+static struct varlena *
+copy_stored(Datum d)
+{
+	struct varlena *v = (struct varlena *) DatumGetPointer(d);
+	struct varlena *copy;
+
+	if (VARATT_IS_EXTERNAL(v))
+		return detoast_external_attr(v);
+	copy = palloc(VARSIZE_ANY(v));
+	memcpy(copy, v, VARSIZE_ANY(v));
+	return copy;
 }
 
 /*
  * Every segment of doc that snapshot sees, in key order (node, seg, gen),
  * with its body (detoasted and decompressed into the current memory
- * context) when bodies is true.
+ * context) as mode says.
  */
 List *
-hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies)
+hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode)
 {
 	Relation	heap = open_table("hx_chunk", AccessShareLock, chunk_types, CHUNK_NATTS);
-	Relation	index = open_pk(heap, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	IndexScanDesc scan;
+	TupleDesc	desc = RelationGetDescr(heap);
 	ScanKeyData key;
+	SysScanDesc scan = scan_by_doc(heap, snapshot, doc, &key);
+	HeapTuple	tup;
 	List	   *segs = NIL;
 	int			count = 0;
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
-	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		HxSegment  *s = palloc(sizeof(HxSegment));
+		Datum		values[CHUNK_NATTS];
+		bool		nulls[CHUNK_NATTS];
 
 		if ((++count & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
-		slot_getallattrs(slot);
-		s->id.node = DatumGetInt32(slot->tts_values[1]);
-		s->id.seg = DatumGetInt64(slot->tts_values[2]);
-		s->id.gen = DatumGetInt64(slot->tts_values[3]);
-		s->n = DatumGetInt32(slot->tts_values[4]);
-		s->rawlen = DatumGetInt32(slot->tts_values[5]);
-		s->refs = DatumGetInt32(slot->tts_values[6]);
-		s->stored = (int32) toast_datum_size(slot->tts_values[7]);
-		s->body = bodies ? hx_detoast_jsonb(slot->tts_values[7]) : NULL;
-		s->tid = slot->tts_tid;
+		heap_deform_tuple(tup, desc, values, nulls);
+		s->id.node = DatumGetInt32(values[1]);
+		s->id.seg = DatumGetInt64(values[2]);
+		s->id.gen = DatumGetInt64(values[3]);
+		s->n = DatumGetInt32(values[4]);
+		s->rawlen = DatumGetInt32(values[5]);
+		s->refs = DatumGetInt32(values[6]);
+		s->stored = (int32) toast_datum_size(values[7]);
+		s->body = NULL;
+		s->datum = NULL;
+		if (mode == HX_READ_BODIES || (mode == HX_READ_LAZY && s->refs > 0))
+			s->body = hx_detoast_jsonb(values[7]);
+		else if (mode == HX_READ_LAZY)
+			s->datum = copy_stored(values[7]);
+		s->tid = tup->t_self;
 		segs = lappend(segs, s);
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
+
+	/*
+	 * The index gives segments in key order; the table scan of a rebuilt
+	 * index (decoding only) in the table's
+	 */
+	if (list_length(segs) > 1)
+		list_sort(segs, segment_cmp);
+	systable_endscan(scan);
 	table_close(heap, AccessShareLock);
 	return segs;
+}
+
+static void
+error_segment(HxSegment *s)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("segment (%d, %lld, %lld) of an hxdoc document cannot be read",
+					s->id.node, (long long) s->id.seg, (long long) s->id.gen),
+			 errdetail("Its bytes are not the %d bytes of jsonb its row of hx_chunk says.",
+					   s->rawlen)));
+}
+
+/*
+ * Load a segment read lazily (an HxSegment *, as HxPartLoad takes it):
+ * its jsonb datum, s->rawlen bytes, decompressed into dest, without an
+ * allocation of its own (the encoder loads one segment after another into
+ * one buffer)
+ */
+void
+hx_segment_load(void *segment, char *dest)
+{
+	HxSegment  *s = (HxSegment *) segment;
+	struct varlena *v = s->datum;
+
+	if (v == NULL)
+	{
+		/* read whole already */
+		if (s->body == NULL || VARSIZE(s->body) != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest, s->body, s->rawlen);
+		return;
+	}
+	if (VARATT_IS_COMPRESSED(v))
+	{
+		int32		rawsize = (int32) VARDATA_COMPRESSED_GET_EXTSIZE(v);
+		const char *src = (const char *) v + VARHDRSZ_COMPRESSED;
+		int32		slen = (int32) (VARSIZE(v) - VARHDRSZ_COMPRESSED);
+		int32		got = -1;
+
+		if ((Size) rawsize + VARHDRSZ != (Size) s->rawlen)
+			error_segment(s);
+		switch (VARDATA_COMPRESSED_GET_COMPRESS_METHOD(v))
+		{
+			case TOAST_PGLZ_COMPRESSION_ID:
+				got = pglz_decompress(src, slen, dest + VARHDRSZ, rawsize, true);
+				break;
+			case TOAST_LZ4_COMPRESSION_ID:
+#ifdef USE_LZ4
+				got = LZ4_decompress_safe(src, dest + VARHDRSZ, slen, rawsize);
+#else
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("compression method lz4 not supported"),
+						 errdetail("This functionality requires the server to be built with lz4 support.")));
+#endif
+				break;
+			default:
+				error_segment(s);
+		}
+		if (got != rawsize)
+			error_segment(s);
+		SET_VARSIZE(dest, rawsize + VARHDRSZ);
+	}
+	else if (VARATT_IS_SHORT(v))
+	{
+		Size		len = VARSIZE_SHORT(v) - VARHDRSZ_SHORT;
+
+		if (len + VARHDRSZ != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest + VARHDRSZ, VARDATA_SHORT(v), len);
+		SET_VARSIZE(dest, len + VARHDRSZ);
+	}
+	else
+	{
+		if (VARSIZE(v) != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest, v, s->rawlen);
+	}
+}
+
+/* A segment's body, decompressed now if it was read lazily */
+Jsonb *
+hx_segment_body(HxSegment *s)
+{
+	if (s->body == NULL)
+	{
+		char	   *dest;
+
+		if (s->datum == NULL || s->rawlen < (int32) (VARHDRSZ + sizeof(uint32)))
+			error_segment(s);
+		dest = palloc(s->rawlen);
+		hx_segment_load(s, dest);
+		s->body = (Jsonb *) dest;
+	}
+	return s->body;
 }
 
 /*
@@ -270,14 +423,14 @@ doc_row_cmp(const ListCell *a, const ListCell *b)
 /*
  * The documents (HxDocRow *) of a table's column, of all its columns when
  * att is 0, or of every table when rel is InvalidOid, in (rel, att, doc)
- * order, by the latest snapshot
+ * order, by snapshot (the latest when NULL)
  */
 List *
-hx_chunk_docs_of(Oid rel, int16 att)
+hx_chunk_docs_of(Oid rel, int16 att, Snapshot given)
 {
 	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot = RegisterSnapshot(given ? given : GetLatestSnapshot());
 	List	   *docs = NIL;
 
 	if (OidIsValid(rel))
@@ -411,22 +564,6 @@ hx_chunk_new_doc_id(void)
 	return nextval_internal(hx_extension_relid("hx_doc_seq"), false);
 }
 
-static Datum
-dead_array(HxDocRow *row)
-{
-	Datum	   *elems = palloc(sizeof(Datum) * Max(3 * row->ndead, 1));
-	int			i;
-
-	for (i = 0; i < row->ndead; i++)
-	{
-		elems[3 * i] = Int64GetDatum((int64) row->dead[i].node);
-		elems[3 * i + 1] = Int64GetDatum(row->dead[i].seg);
-		elems[3 * i + 2] = Int64GetDatum(row->dead[i].gen);
-	}
-	return PointerGetDatum(construct_array(elems, 3 * row->ndead, INT8OID, 8,
-										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 static void
 doc_to_slot(TupleTableSlot *slot, HxDocRow *row)
 {
@@ -434,10 +571,7 @@ doc_to_slot(TupleTableSlot *slot, HxDocRow *row)
 	slot->tts_values[0] = Int64GetDatum(row->doc);
 	slot->tts_values[1] = ObjectIdGetDatum(row->rel);
 	slot->tts_values[2] = Int16GetDatum(row->att);
-	slot->tts_values[3] = Int64GetDatum(row->gen);
-	slot->tts_values[4] = Int32GetDatum(row->next_node);
-	slot->tts_values[5] = BoolGetDatum(row->dropped);
-	slot->tts_values[6] = dead_array(row);
+	slot->tts_values[3] = BoolGetDatum(row->dropped);
 	memset(slot->tts_isnull, false, DOC_NATTS * sizeof(bool));
 	ExecStoreVirtualTuple(slot);
 }
@@ -544,7 +678,7 @@ hx_chunk_purge_doc(HxChunkWriter *w, int64 doc, bool any)
 		UnregisterSnapshot(snapshot);
 		return false;
 	}
-	segs = hx_chunk_read_segments(doc, snapshot, false);
+	segs = hx_chunk_read_segments(doc, snapshot, HX_READ_KEYS);
 	foreach(lc, segs)
 	{
 		HxSegment  *s = (HxSegment *) lfirst(lc);

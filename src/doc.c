@@ -13,8 +13,7 @@
  * A value in line is a jsonb datum behind a header; every value that SQL
  * makes (input, a cast) is in line.  Only the hx_store trigger makes a
  * value in pieces, when it stores a large one into its row.  Reading one
- * whole reads the document's row of hx_doc and its segments, through the
- * primary keys, with the snapshot of the statement that reads it (so that
+ * whole reads the document's segments, through the primary key, with the snapshot of the statement that reads it (so that
  * a value and the segments it is made of are read as of the same moment),
  * and encodes one jsonb: the encoder copies each element and member of a
  * segment as bytes.
@@ -47,6 +46,8 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+
+#include "lib/stringinfo.h"
 
 #include "doc.h"
 
@@ -82,18 +83,23 @@ hx_doc_detoast(Datum d)
 {
 	HxDocHead  *head = (HxDocHead *) PG_DETOAST_DATUM(d);
 	Size		size = VARSIZE(head);
-	bool		ok;
+	bool		ok = false;
 
 	if (size < HXDOC_HEADER_SIZE + VARHDRSZ)
 		ok = false;
 	else if (head->format == HXDOC_INLINE)
 		ok = VARSIZE(head->data) == size - HXDOC_HEADER_SIZE;
-	else if (head->format == HXDOC_CHUNKED)
-		ok = size >= HXDOC_HEADER_SIZE + HXDOC_CHUNKED_IDS_SIZE + VARHDRSZ &&
-			VARSIZE(head->data + HXDOC_CHUNKED_IDS_SIZE) ==
-			size - HXDOC_HEADER_SIZE - HXDOC_CHUNKED_IDS_SIZE;
-	else
-		ok = false;
+	else if (head->format == HXDOC_CHUNKED &&
+			 size >= HXDOC_HEADER_SIZE + HXDOC_CHUNKED_SIZE + VARHDRSZ)
+	{
+		HxDocChunked c;
+		Size		fixed;
+
+		hx_doc_chunked(head, &c);
+		fixed = HXDOC_HEADER_SIZE + HXDOC_CHUNKED_SIZE + (Size) c.ndead * HXDOC_DEAD_SIZE;
+		ok = c.ndead >= 0 && c.nsegs >= 0 && c.ndead <= (int32) (size / HXDOC_DEAD_SIZE) &&
+			size >= fixed + VARHDRSZ && VARSIZE(head->data + (fixed - HXDOC_HEADER_SIZE)) == size - fixed;
+	}
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -110,31 +116,39 @@ hx_doc_inline_jsonb(HxDocHead *head)
 	return (Jsonb *) head->data;
 }
 
-int64
-hx_doc_id(HxDocHead *head)
+/* The fixed part of a value in pieces */
+void
+hx_doc_chunked(HxDocHead *head, HxDocChunked *c)
 {
-	int64		doc;
+	const char *p = head->data;
 
 	Assert(head->format == HXDOC_CHUNKED);
-	memcpy(&doc, head->data, sizeof(int64));
-	return doc;
+	memcpy(&c->doc, p, sizeof(int64));
+	memcpy(&c->gen, p + 8, sizeof(int64));
+	memcpy(&c->gensum, p + 16, sizeof(int64));
+	memcpy(&c->nsegs, p + 24, sizeof(int32));
+	memcpy(&c->next_node, p + 28, sizeof(int32));
+	memcpy(&c->ndead, p + 32, sizeof(int32));
 }
 
-int64
-hx_doc_gen(HxDocHead *head)
+/* The i'th segment a value in pieces lists as dead */
+void
+hx_doc_dead(HxDocHead *head, int i, HxSegId *id)
 {
-	int64		gen;
+	const char *p = head->data + HXDOC_CHUNKED_SIZE + (Size) i * HXDOC_DEAD_SIZE;
 
-	Assert(head->format == HXDOC_CHUNKED);
-	memcpy(&gen, head->data + sizeof(int64), sizeof(int64));
-	return gen;
+	memcpy(&id->node, p, sizeof(int32));
+	memcpy(&id->seg, p + 4, sizeof(int64));
+	memcpy(&id->gen, p + 12, sizeof(int64));
 }
 
 Jsonb *
 hx_doc_skeleton(HxDocHead *head)
 {
-	Assert(head->format == HXDOC_CHUNKED);
-	return (Jsonb *) (head->data + HXDOC_CHUNKED_IDS_SIZE);
+	HxDocChunked c;
+
+	hx_doc_chunked(head, &c);
+	return (Jsonb *) (head->data + HXDOC_CHUNKED_SIZE + (Size) c.ndead * HXDOC_DEAD_SIZE);
 }
 
 HxDocHead *
@@ -149,17 +163,36 @@ hx_doc_make_inline(Jsonb *jb)
 	return head;
 }
 
+/* A value in pieces: c (its ndead set from dead, HxSegId *), and skeleton */
 HxDocHead *
-hx_doc_make_chunked(int64 doc, int64 gen, Jsonb *skeleton)
+hx_doc_make_chunked(HxDocChunked *c, List *dead, Jsonb *skeleton)
 {
-	Size		size = HXDOC_HEADER_SIZE + HXDOC_CHUNKED_IDS_SIZE + VARSIZE(skeleton);
+	int32		ndead = list_length(dead);
+	Size		fixed = HXDOC_HEADER_SIZE + HXDOC_CHUNKED_SIZE + (Size) ndead * HXDOC_DEAD_SIZE;
+	Size		size = fixed + VARSIZE(skeleton);
 	HxDocHead  *head = palloc0(size);
+	char	   *p = head->data;
+	ListCell   *lc;
 
 	SET_VARSIZE(head, size);
 	head->format = HXDOC_CHUNKED;
-	memcpy(head->data, &doc, sizeof(int64));
-	memcpy(head->data + sizeof(int64), &gen, sizeof(int64));
-	memcpy(head->data + HXDOC_CHUNKED_IDS_SIZE, skeleton, VARSIZE(skeleton));
+	memcpy(p, &c->doc, sizeof(int64));
+	memcpy(p + 8, &c->gen, sizeof(int64));
+	memcpy(p + 16, &c->gensum, sizeof(int64));
+	memcpy(p + 24, &c->nsegs, sizeof(int32));
+	memcpy(p + 28, &c->next_node, sizeof(int32));
+	memcpy(p + 32, &ndead, sizeof(int32));
+	p += HXDOC_CHUNKED_SIZE;
+	foreach(lc, dead)
+	{
+		HxSegId    *id = (HxSegId *) lfirst(lc);
+
+		memcpy(p, &id->node, sizeof(int32));
+		memcpy(p + 4, &id->seg, sizeof(int64));
+		memcpy(p + 12, &id->gen, sizeof(int64));
+		p += HXDOC_DEAD_SIZE;
+	}
+	memcpy(head->data + (fixed - HXDOC_HEADER_SIZE), skeleton, VARSIZE(skeleton));
 	return head;
 }
 
@@ -202,12 +235,23 @@ hxdoc_out(PG_FUNCTION_ARGS)
 
 PG_FUNCTION_INFO_V1(hxdoc_recv);
 
-/* jsonb's binary format: a version byte, then the JSON text */
+/*
+ * jsonb's binary format: a version byte, then the JSON text.  jsonb_recv
+ * refuses another version with an internal error; this says what it is.
+ */
 Datum
 hxdoc_recv(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_recv, PG_GETARG_DATUM(0)));
+	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
+	Jsonb	   *jb;
 
+	if (buf->cursor >= buf->len || buf->data[buf->cursor] != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("unsupported hxdoc binary format version %d",
+						buf->cursor < buf->len ? (int) (unsigned char) buf->data[buf->cursor] : -1),
+				 errdetail("Its binary format is jsonb's: version 1, then the JSON text.")));
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_recv, PointerGetDatum(buf)));
 	PG_RETURN_POINTER(hx_doc_make_inline(jb));
 }
 
@@ -308,69 +352,68 @@ holds_placeholder(JsonbContainer *c)
  */
 
 static void
-error_stale(int64 doc, int64 gen, int64 stored, bool gone)
+error_stale(HxDocChunked *c)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_HX_STALE_DOCUMENT),
-			 gone ?
-			 errmsg("hxdoc value of document %lld no longer exists", (long long) doc) :
 			 errmsg("hxdoc value of document %lld, generation %lld, is no longer stored",
-					(long long) doc, (long long) gen),
-			 gone ?
-			 errdetail("Its row was deleted, or its column changed, and its pieces were removed.") :
-			 errdetail("The document is at generation %lld; a value one generation behind it can still be read.",
-					   (long long) stored),
+					(long long) c->doc, (long long) c->gen),
+			 errdetail("Later writes of its row replaced its pieces, or its row was deleted; a value one generation behind its row's can still be read."),
 			 errhint("A value read from a table with an hxdoc column belongs to its row: cast it to jsonb (value::jsonb) to keep it.")));
 }
 
+/* Does the value list the segment as dead? */
 static bool
-is_dead(HxDocRow *row, HxSegId *id)
+is_dead(HxDocHead *head, int32 ndead, HxSegId *id)
 {
 	int			i;
+	HxSegId		d;
 
-	for (i = 0; i < row->ndead; i++)
-		if (row->dead[i].node == id->node && row->dead[i].seg == id->seg &&
-			row->dead[i].gen == id->gen)
+	for (i = 0; i < ndead; i++)
+	{
+		hx_doc_dead(head, i, &d);
+		if (d.node == id->node && d.seg == id->seg && d.gen == id->gen)
 			return true;
+	}
 	return false;
 }
 
 /*
- * Load the segments of generation gen of doc, by snapshot: those written
- * by generations up to gen that gen has not replaced (the segments the
- * stored generation replaced, which gen == stored - 1 still reads, go to
- * img->dead too).
+ * Load the segments of a value in pieces, by snapshot: those written by
+ * its generation or before that it does not list as dead (which go to
+ * img->dead).  False when the snapshot does not show exactly the value's
+ * (their number and the sum of their generations, doc.h): it is older
+ * than the value, or later writes deleted some.
  */
-HxImageStatus
-hx_image_load(int64 doc, int64 gen, Snapshot snapshot, HxDocImage *img)
+bool
+hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img, HxReadMode mode)
 {
+	HxDocChunked c;
 	List	   *segs;
 	ListCell   *lc;
 	int			cap = 8;
 
+	hx_doc_chunked(head, &c);
 	memset(img, 0, sizeof(HxDocImage));
-	img->doc = doc;
-	img->gen = gen;
-	if (!hx_chunk_read_doc(doc, snapshot, &img->row))
-		return HX_IMAGE_GONE;
-	if (gen > img->row.gen)
-		return HX_IMAGE_NEWER;
-	if (gen < img->row.gen - 1)
-		return HX_IMAGE_GONE;
-
-	segs = hx_chunk_read_segments(doc, snapshot, true);
+	img->doc = c.doc;
+	img->gen = c.gen;
+	segs = hx_chunk_read_segments(c.doc, snapshot, mode);
 	img->nodes = palloc(sizeof(HxNodeSegs) * cap);
 	foreach(lc, segs)
 	{
 		HxSegment  *s = (HxSegment *) lfirst(lc);
 		HxNodeSegs *ns;
-		bool		dead = is_dead(&img->row, &s->id);
 
-		if (dead)
+		if (s->id.gen > c.gen)
+		{
+			img->newer++;
+			continue;			/* written after this generation */
+		}
+		if (is_dead(head, c.ndead, &s->id))
+		{
 			img->dead = lappend(img->dead, s);
-		/* written after gen, or replaced by gen */
-		if (s->id.gen > gen || (gen == img->row.gen && dead))
-			continue;
+			continue;			/* replaced by it */
+		}
 		ns = (img->nnodes > 0) ? &img->nodes[img->nnodes - 1] : NULL;
 		if (ns == NULL || ns->node != s->id.node)
 		{
@@ -384,15 +427,14 @@ hx_image_load(int64 doc, int64 gen, Snapshot snapshot, HxDocImage *img)
 			ns->nsegs = 0;
 			ns->segs = palloc(sizeof(HxSegment *) * Max(list_length(segs), 1));
 		}
+		/* two versions of a segment: the older one is one a later write purged */
 		if (ns->nsegs > 0 && ns->segs[ns->nsegs - 1]->id.seg == s->id.seg)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("document %lld has two versions of segment %lld of node %d at generation %lld",
-							(long long) doc, (long long) s->id.seg, s->id.node,
-							(long long) gen)));
+			return false;
 		ns->segs[ns->nsegs++] = s;
+		img->nsegs++;
+		img->gensum += s->id.gen;
 	}
-	return HX_IMAGE_OK;
+	return img->nsegs == c.nsegs && img->gensum == c.gensum;
 }
 
 /*
@@ -410,29 +452,38 @@ reading_snapshot(void)
 }
 
 /*
- * Load generation gen of doc as a reader sees it: by the reader's
- * snapshot, or when that cannot see it, by the latest; an error when it is
- * gone.
+ * Load a value in pieces as a reader sees it: by the reader's snapshot, or
+ * when that does not show all its segments (a row version that an UPDATE
+ * found after waiting for its writer, or one this statement wrote: an
+ * AFTER trigger reads NEW), by the latest; an error when they are gone.
  */
 void
-hx_image_load_any(int64 doc, int64 gen, HxDocImage *img)
+hx_image_load_any(HxDocHead *head, HxDocImage *img, HxReadMode mode)
 {
-	HxImageStatus status = hx_image_load(doc, gen, reading_snapshot(), img);
+	Snapshot	snapshot = reading_snapshot();
+	bool		ok;
 
-	/*
-	 * Newer than the snapshot, or made after it: a row version an UPDATE
-	 * found after waiting for its writer, or one this statement wrote (an
-	 * AFTER trigger reads NEW)
-	 */
-	if (status != HX_IMAGE_OK && !HistoricSnapshotActive())
+	/* registered: a scan takes only a registered or active snapshot */
+	if (!HistoricSnapshotActive())
+		snapshot = RegisterSnapshot(snapshot);
+	ok = hx_image_load(head, snapshot, img, mode);
+	if (!HistoricSnapshotActive())
+		UnregisterSnapshot(snapshot);
+
+	if (!ok && !HistoricSnapshotActive())
 	{
 		Snapshot	latest = RegisterSnapshot(GetLatestSnapshot());
 
-		status = hx_image_load(doc, gen, latest, img);
+		ok = hx_image_load(head, latest, img, mode);
 		UnregisterSnapshot(latest);
 	}
-	if (status != HX_IMAGE_OK)
-		error_stale(doc, gen, img->row.gen, status == HX_IMAGE_GONE && img->row.doc == 0);
+	if (!ok)
+	{
+		HxDocChunked c;
+
+		hx_doc_chunked(head, &c);
+		error_stale(&c);
+	}
 }
 
 /* The segments of node in the image; NULL when it has none */
@@ -456,14 +507,61 @@ hx_image_node(HxDocImage *img, int32 node)
 	return NULL;
 }
 
+/* A segment of a node: an array, or an object, as the node's first is */
+static void
+check_part(HxDocImage *img, int32 node, Jsonb *body, bool object)
+{
+	if (JB_ROOT_IS_SCALAR(body) || (bool) JB_ROOT_IS_OBJECT(body) != object)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("node %d of document %lld mixes arrays, objects and strings",
+						node, (long long) img->doc)));
+}
+
+/* A string node: its pieces (scalars), one after the other */
+static HxNode *
+string_tree(HxDocImage *img, int32 node, HxNodeSegs *ns)
+{
+	StringInfoData str;
+	JsonbValue	v;
+	int			i;
+
+	initStringInfo(&str);
+	for (i = 0; i < ns->nsegs; i++)
+	{
+		Jsonb	   *body = hx_segment_body(ns->segs[i]);
+
+		if (JB_ROOT_IS_SCALAR(body))
+			hx_jsonb_root_value(body, &v);
+		if (!JB_ROOT_IS_SCALAR(body) || v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("node %d of document %lld mixes strings with other values",
+							node, (long long) img->doc)));
+		appendBinaryStringInfo(&str, v.val.string.val, v.val.string.len);
+	}
+	v.type = jbvString;
+	v.val.string.val = str.data;
+	v.val.string.len = str.len;
+	return hx_node_from_value(&v);
+}
+
 static HxNode *value_tree(HxDocImage *img, const JsonbValue *v, bool refs);
 
-/* A node of the image, whole, as a tree */
+/*
+ * A node of the image, whole, as a tree: spliced from its segments (their
+ * children copied as bytes by the encoder) when none holds a placeholder,
+ * else unpacked, its placeholders replaced by their nodes
+ */
 static HxNode *
 node_tree(HxDocImage *img, int32 node)
 {
 	HxNodeSegs *ns = hx_image_node(img, node);
 	HxNode	   *result = NULL;
+	JsonbContainer **parts;
+	Jsonb	   *first;
+	bool		refs = false;
+	bool		object;
 	int			i;
 
 	check_stack_depth();
@@ -472,36 +570,76 @@ node_tree(HxDocImage *img, int32 node)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("document %lld has no segments of node %d at generation %lld",
 						(long long) img->doc, node, (long long) img->gen)));
+	first = hx_segment_body(ns->segs[0]);
+	if (JB_ROOT_IS_SCALAR(first))
+		return string_tree(img, node, ns);
+	object = JB_ROOT_IS_OBJECT(first);
+	for (i = 0; i < ns->nsegs; i++)
+		refs |= ns->segs[i]->refs > 0;
+	parts = palloc(sizeof(JsonbContainer *) * ns->nsegs);
+
+	/* an array without placeholders: its segments loaded as it is encoded */
+	if (!refs && !object)
+	{
+		void	  **lazy = palloc(sizeof(void *) * ns->nsegs);
+		int32	   *rawlens = palloc(sizeof(int32) * ns->nsegs);
+		int32	   *counts = palloc(sizeof(int32) * ns->nsegs);
+
+		for (i = 0; i < ns->nsegs; i++)
+		{
+			HxSegment  *s = ns->segs[i];
+
+			if (s->body != NULL)
+			{
+				check_part(img, node, s->body, false);
+				parts[i] = &s->body->root;
+				continue;
+			}
+			if (s->n < 0 || s->n > (int32) JB_CMASK ||
+				(int64) s->rawlen < (int64) (VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * (int64) s->n))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("segment (%d, %lld, %lld) of document %lld says it holds %d elements in %d bytes",
+								node, (long long) s->id.seg, (long long) s->id.gen,
+								(long long) img->doc, s->n, s->rawlen)));
+			parts[i] = NULL;
+			lazy[i] = s;
+			rawlens[i] = s->rawlen;
+			counts[i] = s->n;
+		}
+		return hx_node_new_spliced_lazy(parts, lazy, rawlens, counts, ns->nsegs,
+										hx_segment_load);
+	}
+
+	for (i = 0; i < ns->nsegs; i++)
+	{
+		Jsonb	   *body = hx_segment_body(ns->segs[i]);
+
+		check_part(img, node, body, object);
+		parts[i] = &body->root;
+	}
+	if (!refs)
+		return hx_node_new_spliced(object, parts, ns->nsegs);
+
 	for (i = 0; i < ns->nsegs; i++)
 	{
 		Jsonb	   *body = ns->segs[i]->body;
-		bool		refs = ns->segs[i]->refs > 0;
+		bool		segrefs = ns->segs[i]->refs > 0;
 		HxContainerIter it;
 		JsonbValue	v;
-		int			n;
+		int			n = JB_ROOT_COUNT(body);
 		int			j;
 
 		CHECK_FOR_INTERRUPTS();
-		if (JB_ROOT_IS_SCALAR(body))
-		{
-			hx_jsonb_root_value(body, &v);
-			return hx_node_from_value(&v);
-		}
-		n = JB_ROOT_COUNT(body);
 		if (result == NULL)
-			result = JB_ROOT_IS_ARRAY(body) ? hx_node_new_array(n) : hx_node_new_object(n);
-		if (JB_ROOT_IS_ARRAY(body) != (result->kind == HX_ARRAY))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("node %d of document %lld mixes arrays and objects",
-							node, (long long) img->doc)));
-		if (result->kind == HX_ARRAY)
+			result = object ? hx_node_new_object(n) : hx_node_new_array(n);
+		if (!object)
 		{
 			hx_citer_init(&it, &body->root, 0);
 			for (j = 0; j < n; j++)
 			{
 				hx_citer_next(&it, &v);
-				hx_array_append(result, value_tree(img, &v, refs));
+				hx_array_append(result, value_tree(img, &v, segrefs));
 			}
 		}
 		else
@@ -516,7 +654,7 @@ node_tree(HxDocImage *img, int32 node)
 				hx_citer_next(&kit, &k);
 				hx_citer_next(&it, &v);
 				hx_object_set(result, k.val.string.val, k.val.string.len,
-							  value_tree(img, &v, refs));
+							  value_tree(img, &v, segrefs));
 			}
 		}
 	}
@@ -594,21 +732,22 @@ hx_doc_materialize(HxDocHead *head, Snapshot snapshot)
 	MemoryContext workcxt;
 	MemoryContext oldcxt;
 	Jsonb	   *result;
-	int64		doc;
-	int64		gen;
 
 	if (head->format == HXDOC_INLINE)
 		return hx_doc_inline_jsonb(head);
 
-	doc = hx_doc_id(head);
-	gen = hx_doc_gen(head);
 	/* the segments and the tree: freed once the result is encoded */
 	workcxt = AllocSetContextCreate(callcxt, "hxdoc read", ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(workcxt);
 	if (snapshot == NULL)
-		hx_image_load_any(doc, gen, &img);
-	else if (hx_image_load(doc, gen, snapshot, &img) != HX_IMAGE_OK)
-		error_stale(doc, gen, img.row.gen, img.row.doc == 0);
+		hx_image_load_any(head, &img, HX_READ_LAZY);
+	else if (!hx_image_load(head, snapshot, &img, HX_READ_LAZY))
+	{
+		HxDocChunked c;
+
+		hx_doc_chunked(head, &c);
+		error_stale(&c);
+	}
 	hx_jsonb_root_value(hx_doc_skeleton(head), &root);
 	result = hx_node_to_jsonb(hx_image_tree(&img, &root), callcxt);
 	MemoryContextSwitchTo(oldcxt);
@@ -653,13 +792,15 @@ hx_doc_info(PG_FUNCTION_ARGS)
 	else
 	{
 		HxDocImage	img;
+		HxDocChunked c;
 		int64		segments = 0;
 		int64		stored = toast_datum_size(PG_GETARG_DATUM(0));
 		int			i;
 		int			j;
 		Jsonb	   *whole = hx_doc_materialize(head, NULL);
 
-		hx_image_load_any(hx_doc_id(head), hx_doc_gen(head), &img);
+		hx_doc_chunked(head, &c);
+		hx_image_load_any(head, &img, HX_READ_KEYS);
 		for (i = 0; i < img.nnodes; i++)
 			for (j = 0; j < img.nodes[i].nsegs; j++)
 			{
@@ -667,8 +808,8 @@ hx_doc_info(PG_FUNCTION_ARGS)
 				stored += img.nodes[i].segs[j]->stored;
 			}
 		values[0] = CStringGetTextDatum("chunked");
-		values[1] = Int64GetDatum(hx_doc_id(head));
-		values[2] = Int64GetDatum(hx_doc_gen(head));
+		values[1] = Int64GetDatum(c.doc);
+		values[2] = Int64GetDatum(c.gen);
 		values[3] = Int32GetDatum(img.nnodes);
 		values[4] = Int32GetDatum((int32) segments);
 		values[5] = Int64GetDatum(stored);

@@ -9,9 +9,12 @@
  *	- in line (HXDOC_INLINE): a jsonb datum, whole, after the header, as a
  *	  small state is stored, and as every value is before hx_store has
  *	  stored it (a cast from jsonb, the type's input);
- *	- in pieces (HXDOC_CHUNKED): the document's id and generation, then its
- *	  skeleton, a jsonb datum in which each large member is a placeholder
- *	  for a node of the side table hx_chunk.
+ *	- in pieces (HXDOC_CHUNKED): the document's id and generation, the
+ *	  number of its segments and the sum of their generations, the number
+ *	  its next new node gets, the
+ *	  segments its generation replaced, then its skeleton, a jsonb datum in
+ *	  which each large member is a placeholder for a node of the side table
+ *	  hx_chunk.
  *
  * A placeholder is a one-member object whose key is the single byte NUL and
  * whose value is the node's number: jsonb's input refuses NUL in a string
@@ -22,11 +25,17 @@
  * scalar; their members may be placeholders again.
  *
  * Generations: every write of a document makes its next generation.  A
- * segment carries the generation that wrote it; hx_doc lists the segments
- * that the current generation replaced ("dead"), which are kept, so that
- * the value before the write (one generation back) can still be read, and
- * deleted by the next write.  A value of generation h is read from the
- * segments of generation at most h that are not dead by h.
+ * segment carries the generation that wrote it; a value lists the segments
+ * its generation replaced ("dead"), which are kept, so that the value
+ * before the write (one generation back) can still be read, and deleted by
+ * the next write.  A value of generation h is read from the segments of
+ * generation at most h that it does not list as dead; it knows how many
+ * those are and the sum of their generations, so that a reader whose
+ * snapshot does not show exactly them knows it: one whose segments later
+ * writes deleted shows fewer; one older than the value shows, instead of
+ * some of the value's, older segments its writes deleted, which have
+ * smaller generations.  hx_doc holds what does not change with every write: the
+ * table and column a document belongs to, and whether its row is gone.
  *
  * src/doc.h
  *
@@ -63,7 +72,26 @@ typedef struct HxDocHead
 } HxDocHead;
 
 #define HXDOC_HEADER_SIZE		offsetof(HxDocHead, data)
-#define HXDOC_CHUNKED_IDS_SIZE	(2 * sizeof(int64))
+
+/*
+ * The fixed part of a value in pieces, after the header; then ndead dead
+ * segments' keys (node, seg, gen); then the skeleton, a jsonb datum.  Every size is a
+ * multiple of 4, so that the skeleton starts 4-byte aligned; fields are
+ * read and written with memcpy (the datum is only 4-byte aligned).
+ */
+typedef struct HxDocChunked
+{
+	int64		doc;
+	int64		gen;
+	int64		gensum;			/* the sum of its segments' generations */
+	int32		nsegs;			/* segments of this generation */
+	int32		next_node;		/* the number the next new node gets */
+	int32		ndead;			/* segments this generation replaced */
+} HxDocChunked;
+
+/* the fixed part's bytes as stored, and each dead segment's: node, seg, gen */
+#define HXDOC_CHUNKED_SIZE		(sizeof(int64) * 3 + sizeof(int32) * 3)
+#define HXDOC_DEAD_SIZE			(sizeof(int32) + sizeof(int64) * 2)
 
 /* A segment's key in hx_chunk */
 typedef struct HxSegId
@@ -79,11 +107,7 @@ typedef struct HxDocRow
 	int64		doc;
 	Oid			rel;			/* the table and column it belongs to */
 	int16		att;
-	int64		gen;			/* the generation stored */
-	int32		next_node;		/* the number the next new node gets */
 	bool		dropped;		/* its row is gone; the next writes delete it */
-	int			ndead;			/* segments that generation gen replaced */
-	HxSegId    *dead;
 	ItemPointerData tid;
 } HxDocRow;
 
@@ -95,7 +119,8 @@ typedef struct HxSegment
 	int32		rawlen;			/* bytes of its jsonb, uncompressed */
 	int32		refs;			/* placeholders in it */
 	int32		stored;			/* bytes as stored (compressed) */
-	Jsonb	   *body;			/* detoasted and decompressed */
+	Jsonb	   *body;			/* detoasted and decompressed, if read */
+	struct varlena *datum;		/* else as stored (compressed), if read lazily */
 	ItemPointerData tid;
 } HxSegment;
 
@@ -112,30 +137,32 @@ typedef struct HxDocImage
 {
 	int64		doc;
 	int64		gen;
-	HxDocRow	row;			/* hx_doc's row, as read */
 	int			nnodes;
 	HxNodeSegs *nodes;			/* sorted by node */
-	List	   *dead;			/* HxSegment *: those row.dead lists, as read */
+	int			nsegs;			/* segments found */
+	int64		gensum;			/* the sum of their generations */
+	int			newer;			/* segments of later generations */
+	List	   *dead;			/* HxSegment *: those the value lists as dead */
 } HxDocImage;
 
-/* What reading a generation of a document found */
-typedef enum HxImageStatus
+typedef enum HxReadMode
 {
-	HX_IMAGE_OK,
-	HX_IMAGE_NEWER,				/* the snapshot does not see that generation yet */
-	HX_IMAGE_GONE				/* the document, or that generation, is gone */
-} HxImageStatus;
+	HX_READ_KEYS,				/* the segments' keys and sizes */
+	HX_READ_BODIES,				/* and their bodies, decompressed */
+	HX_READ_LAZY				/* bodies of those with placeholders; the
+								 * others as stored, to load later */
+} HxReadMode;
 
 /* doc.c: the type */
 extern Oid	hx_doc_typid(void);
 extern bool hx_doc_is_type(Oid typid);
 extern HxDocHead *hx_doc_detoast(Datum d);
 extern Jsonb *hx_doc_inline_jsonb(HxDocHead *head);
-extern int64 hx_doc_id(HxDocHead *head);
-extern int64 hx_doc_gen(HxDocHead *head);
+extern void hx_doc_chunked(HxDocHead *head, HxDocChunked *c);
+extern void hx_doc_dead(HxDocHead *head, int i, HxSegId *id);
 extern Jsonb *hx_doc_skeleton(HxDocHead *head);
 extern HxDocHead *hx_doc_make_inline(Jsonb *jb);
-extern HxDocHead *hx_doc_make_chunked(int64 doc, int64 gen, Jsonb *skeleton);
+extern HxDocHead *hx_doc_make_chunked(HxDocChunked *c, List *dead, Jsonb *skeleton);
 extern Jsonb *hx_doc_to_jsonb(Datum value);
 extern Jsonb *hx_doc_materialize(HxDocHead *head, Snapshot snapshot);
 
@@ -144,13 +171,15 @@ extern bool hx_is_placeholder(const JsonbValue *v, int32 *node);
 extern HxNode *hx_placeholder(int32 node);
 extern HxNodeSegs *hx_image_node(HxDocImage *img, int32 node);
 extern HxNode *hx_image_tree(HxDocImage *img, const JsonbValue *v);
-extern HxImageStatus hx_image_load(int64 doc, int64 gen, Snapshot snapshot,
-								   HxDocImage *img);
-extern void hx_image_load_any(int64 doc, int64 gen, HxDocImage *img);
+extern bool hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img, HxReadMode mode);
+extern void hx_image_load_any(HxDocHead *head, HxDocImage *img, HxReadMode mode);
 
 /* chunk.c: the side tables */
+
 extern bool hx_chunk_read_doc(int64 doc, Snapshot snapshot, HxDocRow *row);
-extern List *hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies);
+extern List *hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode);
+extern void hx_segment_load(void *segment, char *dest);
+extern Jsonb *hx_segment_body(HxSegment *s);
 
 typedef struct HxChunkWriter HxChunkWriter;
 
@@ -164,7 +193,7 @@ extern void hx_chunk_insert_segment(HxChunkWriter *w, int64 doc, HxSegId *id,
 									int32 n, int32 refs, Jsonb *body);
 extern void hx_chunk_delete_segment(HxChunkWriter *w, ItemPointer tid);
 extern List *hx_chunk_dropped_docs(Oid rel, int limit);
-extern List *hx_chunk_docs_of(Oid rel, int16 att);
+extern List *hx_chunk_docs_of(Oid rel, int16 att, Snapshot snapshot);
 extern bool hx_chunk_purge_doc(HxChunkWriter *w, int64 doc, bool any);
 
 #endif							/* HX_DOC_H */

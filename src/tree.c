@@ -250,6 +250,79 @@ hx_node_new_null(void)
 	return n;
 }
 
+/*
+ * A node whose children are those of parts[0..nparts), on-disk arrays (or
+ * objects whose keys are in key order across them), which must outlive it
+ */
+HxNode *
+hx_node_new_spliced(bool object, JsonbContainer **parts, int nparts)
+{
+	HxNode	   *n = palloc(sizeof(HxNode));
+	int			i;
+
+	n->kind = HX_SPLICED;
+	n->u.spl.parts = parts;
+	n->u.spl.lazy = NULL;
+	n->u.spl.rawlens = NULL;
+	n->u.spl.counts = NULL;
+	n->u.spl.load = NULL;
+	n->u.spl.nparts = nparts;
+	n->u.spl.object = object;
+	n->u.spl.n = 0;
+	for (i = 0; i < nparts; i++)
+	{
+		Assert(JsonContainerIsObject(parts[i]) == object);
+		n->u.spl.n += JsonContainerSize(parts[i]);
+	}
+	if (object && n->u.spl.n > (int) JB_CMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("number of jsonb object pairs exceeds the maximum allowed (%zu)",
+						(size_t) JB_CMASK)));
+	if (!object && n->u.spl.n > (int) JB_CMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
+						(size_t) JB_CMASK)));
+	return n;
+}
+
+/*
+ * An array node whose parts are parts[i], or when that is NULL the array
+ * that load(lazy[i]) gives, of rawlens[i] bytes and counts[i] elements;
+ * the arrays must outlive it
+ */
+HxNode *
+hx_node_new_spliced_lazy(JsonbContainer **parts, void **lazy,
+						 const int32 *rawlens, const int32 *counts,
+						 int nparts, HxPartLoad load)
+{
+	HxNode	   *n = palloc(sizeof(HxNode));
+	int64		total = 0;
+	int			i;
+
+	n->kind = HX_SPLICED;
+	n->u.spl.parts = parts;
+	n->u.spl.lazy = lazy;
+	n->u.spl.rawlens = rawlens;
+	n->u.spl.counts = counts;
+	n->u.spl.load = load;
+	n->u.spl.nparts = nparts;
+	n->u.spl.object = false;
+	for (i = 0; i < nparts; i++)
+	{
+		Assert(parts[i] != NULL || (counts[i] >= 0 && rawlens[i] >= (int32) (VARHDRSZ + sizeof(uint32))));
+		total += parts[i] ? (int64) JsonContainerSize(parts[i]) : (int64) counts[i];
+	}
+	if (total > (int64) JB_CMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
+						(size_t) JB_CMASK)));
+	n->u.spl.n = (int) total;
+	return n;
+}
+
 HxShape
 hx_node_shape(const HxNode *n)
 {
@@ -277,6 +350,8 @@ hx_node_shape(const HxNode *n)
 			return HXS_ARRAY;
 		case HX_OBJECT:
 			return HXS_OBJECT;
+		case HX_SPLICED:
+			return n->u.spl.object ? HXS_OBJECT : HXS_ARRAY;
 	}
 	return HXS_NULL;			/* keep compiler quiet */
 }
@@ -329,6 +404,8 @@ hx_node_expand(HxNode *n)
 	HxContainerIter it;
 	int			i;
 
+	if (n->kind == HX_SPLICED)
+		elog(ERROR, "a spliced node cannot be unpacked");
 	if (n->kind != HX_BINARY)
 		return;
 
@@ -758,6 +835,8 @@ hx_node_size(const HxNode *n)
 			return n->u.arr.n;
 		case HX_OBJECT:
 			return n->u.obj.nlive;
+		case HX_SPLICED:
+			return n->u.spl.n;
 		default:
 			return 0;
 	}

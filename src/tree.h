@@ -13,6 +13,19 @@
  * unpacked.  That is what makes a one-leaf edit of a large document cost
  * little more than copying its bytes.
  *
+ * A spliced node (HX_SPLICED) is an array or object whose children are the
+ * children of several on-disk containers, one after the other (objects:
+ * their keys are in key order across them): an hxdoc value read whole
+ * (doc.c) is made of its segments so, and the encoder copies each child's
+ * bytes without unpacking anything.  Only the encoder and the read-only
+ * accessors take one; nothing edits it.  The parts of an array may be
+ * lazy: loaded (decompressed) by the encoder one at a time, into one
+ * buffer, as it writes them, so that reading a large document holds its
+ * compressed segments and the result, not every segment decompressed;
+ * the encoded size of such a node is an upper bound (its children's
+ * padding is not known before they are read), and the result is as long
+ * as what was written.  Such a node goes to the encoder only.
+ *
  * Invariants:
  *	- a node has at most one parent: nodes are never shared, so unpacking
  *	  and editing in place is safe (an on-disk container's bytes may be
@@ -43,10 +56,19 @@ typedef enum HxKind
 	HX_SCALAR,					/* jbvNull, jbvString, jbvNumeric, jbvBool */
 	HX_BINARY,					/* array or object still in on-disk format */
 	HX_ARRAY,					/* unpacked array */
-	HX_OBJECT					/* unpacked object */
+	HX_OBJECT,					/* unpacked object */
+	HX_SPLICED					/* the children of on-disk containers, in order */
 } HxKind;
 
 typedef struct HxNode HxNode;
+
+/*
+ * Loads a part of a spliced node that is not in memory yet (lazy): its
+ * jsonb datum, rawlen bytes, into dest, which the encoder reuses for the
+ * next part.  It raises an error when the part is not what it was said to
+ * be (an array of count elements).
+ */
+typedef void (*HxPartLoad) (void *part, char *dest);
 
 typedef struct HxPair
 {
@@ -83,6 +105,18 @@ struct HxNode
 			int		   *index;	/* open-addressing hash of pair positions */
 			int			indexsize;
 		}			obj;
+		struct
+		{
+			JsonbContainer **parts; /* arrays, or objects in key order;
+									 * NULL: a part to load (lazy) */
+			void	  **lazy;	/* what load() takes, for a part to load */
+			const int32 *rawlens;	/* its jsonb datum's bytes */
+			const int32 *counts;	/* its children */
+			HxPartLoad	load;
+			int			nparts;
+			int			n;		/* children of all the parts */
+			bool		object;
+		}			spl;
 	}			u;
 };
 
@@ -108,6 +142,10 @@ extern HxNode *hx_node_new_object(int cap);
 extern HxNode *hx_node_new_string(const char *s, int len);
 extern HxNode *hx_node_new_numeric(Numeric num);
 extern HxNode *hx_node_new_null(void);
+extern HxNode *hx_node_new_spliced(bool object, JsonbContainer **parts, int nparts);
+extern HxNode *hx_node_new_spliced_lazy(JsonbContainer **parts, void **lazy,
+										const int32 *rawlens, const int32 *counts,
+										int nparts, HxPartLoad load);
 extern HxShape hx_node_shape(const HxNode *n);
 extern const char *hx_shape_name(HxShape s);
 extern const char *hx_value_type_name(const JsonbValue *v);

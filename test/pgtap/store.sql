@@ -173,7 +173,7 @@ SELECT pg_temp.holds('a stream of an hxdoc column replays to its state at every 
 
 SELECT pg_temp.holds('after a write, only its own generation''s replaced segments are kept',
   (SELECT format('document %s keeps %s segments that %s replaced', d.doc, count(*), c.gen)
-     FROM hx_doc d JOIN hx_chunk c ON c.doc = d.doc
+     FROM pg_temp.td t, hx_doc_info(t.state) d JOIN hx_chunk c ON c.doc = d.doc
     WHERE EXISTS (SELECT 1 FROM hx_chunk x WHERE x.doc = c.doc AND x.node = c.node AND x.seg = c.seg AND x.gen > c.gen
                     AND x.gen < d.gen)
     GROUP BY d.doc, c.gen ORDER BY 1 LIMIT 1));

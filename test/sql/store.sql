@@ -59,7 +59,9 @@ SELECT err($$UPDATE chat SET state = hx_merge(state, '[{"op": "replace", "path":
 \pset format aligned
 
 -- the value before a write is read by AFTER triggers (OLD), and by a
--- reader one generation behind; one two generations behind is gone
+-- reader one generation behind; one two generations behind is gone when
+-- those writes replaced its pieces (a value reads while its pieces are
+-- stored: writes that left them alone leave it readable)
 CREATE TABLE audit (old jsonb, new jsonb);
 CREATE FUNCTION audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -70,21 +72,26 @@ CREATE TRIGGER chat_audit AFTER UPDATE ON chat FOR EACH ROW EXECUTE FUNCTION aud
 UPDATE chat SET state = hx_merge(state, jsonb_build_array(jsonb_build_object('op', 'append', 'path', '/messages', 'items', jsonb_build_array(msg(42)))));
 SELECT jsonb_array_length(old -> 'messages') AS old_messages, jsonb_array_length(new -> 'messages') AS new_messages FROM audit;
 DROP TRIGGER chat_audit ON chat;
-CREATE FUNCTION held_value(twice bool) RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION held_value(twice bool, edit bool) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   v hxdoc;
+  change jsonb;
 BEGIN
   SELECT state INTO v FROM chat WHERE id = 'c-1';
-  UPDATE chat SET state = hx_merge(state, '[{"op": "increment", "path": "/turns", "by": 1}]');
-  IF twice THEN
-    UPDATE chat SET state = hx_merge(state, '[{"op": "increment", "path": "/turns", "by": 1}]');
-  END IF;
-  RETURN v ->> 'turns';
+  FOR i IN 1 .. CASE WHEN twice THEN 2 ELSE 1 END LOOP
+    change := '[{"op": "increment", "path": "/turns", "by": 1}]';
+    IF edit THEN
+      change := change || jsonb_build_object('op', 'replace', 'path', '/messages/0/content', 'value', 'edit ' || md5(random()::text));
+    END IF;
+    UPDATE chat SET state = hx_merge(state, change);
+  END LOOP;
+  RETURN (v ->> 'turns') || ' ' || left(v -> 'messages' -> 0 ->> 'content', 4);
 END $$;
-SELECT held_value(false) AS one_behind;
+SELECT held_value(false, true) AS one_behind;
+SELECT held_value(true, false) AS two_behind_untouched;
 \pset tuples_only on
 \pset format unaligned
-SELECT err($$SELECT held_value(true)$$);
+SELECT err($$SELECT held_value(true, true)$$);
 \pset tuples_only off
 \pset format aligned
 
@@ -104,16 +111,16 @@ SELECT hx_stream_state_at('chat:c-1', max(seq)) = (SELECT state::jsonb FROM chat
   FROM hx_event WHERE stream = 'chat:c-1';
 
 -- a value copied to another row or table: a table with hx_store gives it
--- a document of its own; one without keeps it as it is, readable while the
--- original's document is at most one generation past it
+-- a document of its own; one without keeps it as it is, readable until
+-- two writes of the original replaced its pieces
 INSERT INTO chat (id, state) SELECT 'c-2', state FROM chat WHERE id = 'c-1';
 SELECT count(DISTINCT i.doc) AS documents, bool_and(c.state::jsonb = (SELECT state::jsonb FROM chat WHERE id = 'c-1')) AS equal
   FROM chat c, hx_doc_info(c.state) i;
 CREATE TABLE copied (state hxdoc);
 INSERT INTO copied SELECT state FROM chat WHERE id = 'c-1';
 SELECT jsonb_array_length(state -> 'messages') AS copy_reads FROM copied;
-UPDATE chat SET state = hx_merge(state, '[{"op": "increment", "path": "/turns", "by": 1}]') WHERE id = 'c-1';
-UPDATE chat SET state = hx_merge(state, '[{"op": "increment", "path": "/turns", "by": 1}]') WHERE id = 'c-1';
+UPDATE chat SET state = hx_merge(state, '[{"op": "replace", "path": "/messages/1/content", "value": "edit 1"}]') WHERE id = 'c-1';
+UPDATE chat SET state = hx_merge(state, '[{"op": "replace", "path": "/messages/1/content", "value": "edit 2"}]') WHERE id = 'c-1';
 \pset tuples_only on
 \pset format unaligned
 SELECT err($$SELECT state::text FROM copied$$);
@@ -124,6 +131,29 @@ DELETE FROM copied;
 INSERT INTO copied SELECT state::jsonb FROM chat WHERE id = 'c-1';
 SELECT (hx_doc_info(state)).format, jsonb_array_length(state -> 'messages') AS messages FROM copied;
 DROP TABLE copied;
+
+-- only hx_store may put a value in pieces into a row it stores: a copy
+-- made while it did not fire shares the other row's document, which
+-- hx_store_gc() reports; the second of the two rows written is refused
+ALTER TABLE chat DISABLE TRIGGER chat_store;
+INSERT INTO chat (id, state) SELECT 'c-3', state FROM chat WHERE id = 'c-1';
+ALTER TABLE chat ENABLE TRIGGER chat_store;
+SELECT hx_store_gc('chat') AS collected;
+UPDATE chat SET state = hx_merge(state, '[{"op": "replace", "path": "/messages/2/content", "value": "fork"}]') WHERE id = 'c-3';
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$UPDATE chat SET state = hx_merge(state, '[{"op": "replace", "path": "/messages/2/content", "value": "other"}]') WHERE id = 'c-1'$$);
+\pset tuples_only off
+\pset format aligned
+-- the way out the warning gives: both in line, then the shared document goes
+ALTER TABLE chat DISABLE TRIGGER chat_store;
+UPDATE chat SET state = state::jsonb WHERE id IN ('c-1', 'c-3');
+ALTER TABLE chat ENABLE TRIGGER chat_store;
+SELECT hx_store_gc('chat') AS collected;
+SELECT id, (hx_doc_info(state)).format, state -> 'messages' -> 2 ->> 'content' AS third FROM chat WHERE id IN ('c-1', 'c-3') ORDER BY id;
+UPDATE chat SET state = hx_merge(state, '[{"op": "replace", "path": "/messages/2/content", "value": "own"}]') WHERE id IN ('c-1', 'c-3');
+SELECT count(DISTINCT (hx_doc_info(state)).doc) AS documents FROM chat WHERE id IN ('c-1', 'c-3');
+DELETE FROM chat WHERE id = 'c-3';
 
 -- a state that shrinks below half the threshold goes back in line; its
 -- document is deleted by a later write of the table, or hx_store_gc()
@@ -197,8 +227,60 @@ SELECT err($$SELECT hx_store_dropped()$$);
 DROP TABLE wrong;
 SELECT hx_doc_info(NULL) IS NULL AS null_in_null_out, '"s"'::hxdoc::jsonb AS scalar, 'null'::hxdoc::text AS json_null;
 
+-- a segment is read in whichever form it is stored: lz4 or pglz (as
+-- hx_store compresses it, by the server's build), or not compressed; a
+-- segment that is not what its row of hx_chunk says is an error, not a
+-- wrong value
+CREATE TABLE forms (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER forms_store BEFORE INSERT OR UPDATE OR DELETE ON forms
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state');
+INSERT INTO forms SELECT 1, jsonb_build_object('messages', (SELECT jsonb_agg(msg(i)) FROM generate_series(1, 120) i));
+CREATE TABLE forms_before AS SELECT state::jsonb AS s FROM forms;
+SELECT (SELECT (hx_doc_info(state)).doc FROM forms) AS forms_doc \gset
+UPDATE hx_chunk SET body = CASE seg % 3 WHEN 0 THEN hx_compress(body::text::jsonb, 'pglz') WHEN 1 THEN body::text::jsonb ELSE body END
+ WHERE doc = :forms_doc;
+SELECT array_agg(DISTINCT coalesce(pg_column_compression(body), 'none') ORDER BY coalesce(pg_column_compression(body), 'none')) AS forms, count(*) > 3 AS segments
+  FROM hx_chunk WHERE doc = :forms_doc;
+SELECT state::jsonb = (SELECT s FROM forms_before) AS same_value, jsonb_array_length(state -> 'messages') AS messages FROM forms;
+\pset tuples_only on
+\pset format unaligned
+BEGIN;
+UPDATE hx_chunk SET n = n + 1 WHERE doc = :forms_doc AND (node, seg) = (SELECT node, max(seg) FROM hx_chunk WHERE doc = :forms_doc GROUP BY node);
+SELECT regexp_replace(err($$SELECT state::text FROM forms$$), '([ (]|, )\d+', '\1N', 'g');
+ROLLBACK;
+BEGIN;
+UPDATE hx_chunk SET len = len + 4 WHERE doc = :forms_doc AND (node, seg) = (SELECT node, max(seg) FROM hx_chunk WHERE doc = :forms_doc GROUP BY node);
+SELECT regexp_replace(err($$SELECT state::text FROM forms$$), '([ (]|, )\d+', '\1N', 'g');
+ROLLBACK;
+\pset tuples_only off
+\pset format aligned
+DROP TABLE forms, forms_before;
+
+-- nothing of a document goes out of line into hx_chunk's TOAST table
+-- (logical decoding could not read it): a large string, even one that does
+-- not compress, is stored in pieces cut between characters, and a member
+-- over 3,840 bytes is a node whatever the threshold
+CREATE TABLE big_strings (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER big_strings_store BEFORE INSERT OR UPDATE OR DELETE ON big_strings
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=65536');
+INSERT INTO big_strings VALUES
+  (1, jsonb_build_object('output', (SELECT string_agg(md5(i::text) || 'é€', '') FROM generate_series(1, 4000) i))),
+  (2, jsonb_build_object('tools', (SELECT jsonb_agg(jsonb_build_object('out', repeat(md5(i::text), 200))) FROM generate_series(1, 30) i)));
+CREATE TABLE big_before AS SELECT id, state::jsonb AS s FROM big_strings;
+SELECT id, (hx_doc_info(state)).format, (hx_doc_info(state)).segments > 10 AS many_segments,
+       state::jsonb = (SELECT s FROM big_before b WHERE b.id = t.id) AS same
+  FROM big_strings t ORDER BY id;
+UPDATE big_strings SET state = hx_merge(state, jsonb_build_array(jsonb_build_object('op', 'replace', 'path', '/output',
+  'value', (SELECT string_agg('€' || md5(i::text), '') FROM generate_series(1, 3000) i)))) WHERE id = 1;
+SELECT length(state ->> 'output') AS chars, state ->> 'output' = (SELECT string_agg('€' || md5(i::text), '') FROM generate_series(1, 3000) i) AS same
+  FROM big_strings WHERE id = 1;
+SELECT max(pg_column_size(body)) <= 7680 AS segments_in_rows,
+       (SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'hx_chunk'::regclass) AS toast_bytes
+  FROM hx_chunk;
+DROP TABLE big_strings, big_before;
+
 DROP TABLE chat, audit;
-DROP FUNCTION audit(), held_value(bool), msg(int);
+DROP FUNCTION audit(), held_value(bool, bool), msg(int);
 
 DROP ROLE regress_hx_writer, regress_hx_reader;
 SELECT count(*) AS documents_left FROM hx_doc;

@@ -23,7 +23,9 @@ const { Machines, clientFor } = require('./machines');
 const { normaliseTables, streamPrefixes, prefixClash } = require('./config');
 const { capabilitiesOf } = require('./agui');
 const { serveStream } = require('./stream');
-const { serveRun, parseInput } = require('./run');
+const { serveRun } = require('./run');
+const { parseInput } = require('./input');
+const { RunSlots } = require('./runs');
 const { loadAssets, serveAsset, serveView, servePhases } = require('./views');
 const { version } = require('../package.json');
 
@@ -38,6 +40,9 @@ const DEFAULTS = {
   retry: 2000,
   maxPerClient: 32,
   maxRunMs: 0,
+  maxInputDepth: 64,
+  maxRuns: 16,
+  maxRunsPerToken: 4,
   maxBody: 1024 * 1024,
   maxBodyTotal: 64 * 1024 * 1024,
   bodyTimeout: 10000,
@@ -88,7 +93,8 @@ class Gateway {
   constructor(options) {
     const o = { ...DEFAULTS, ...(options || {}) };
     if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
-    for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout']) positiveInt(o, name);
+    for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout',
+      'maxInputDepth', 'maxRuns', 'maxRunsPerToken']) positiveInt(o, name);
     if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal})');
     if (typeof o.authorize !== 'function') {
       if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
@@ -124,6 +130,7 @@ class Gateway {
     this._conns = new Set();
     this._slots = new ClientSlots(o.maxPerClient);
     this._bodies = new BodyReader({ maxBody: o.maxBody, maxBodyTotal: o.maxBodyTotal, bodyMs: o.bodyTimeout });
+    this._runs = new RunSlots({ perToken: o.maxRunsPerToken, total: o.maxRuns });
     this._closing = null;
     this._assets = loadAssets();
     const beat = Math.max(50, Math.floor(Math.min(o.heartbeat, o.stallTimeout) / 2));
@@ -137,7 +144,7 @@ class Gateway {
       streams: 0, runs: 0, views: 0, // open now
       frames: 0, heartbeats: 0, refused_events: 0,
       overflows: 0, stalled: 0, crossed_ends: 0, dropped_messages: 0,
-      status: { 204: 0, 400: 0, 401: 0, 403: 0, 404: 0, 405: 0, 408: 0, 413: 0, 429: 0, 500: 0, 503: 0 },
+      status: { 204: 0, 400: 0, 401: 0, 403: 0, 404: 0, 405: 0, 408: 0, 409: 0, 413: 0, 429: 0, 500: 0, 503: 0 },
     };
     this.handler = this.handler.bind(this);
   }
@@ -178,7 +185,7 @@ class Gateway {
   handler(req, res, next) {
     this._route(req, res, next).catch((err) => {
       if (err instanceof HttpError) {
-        this._refuse(res, err.status, err.message, err.headers);
+        this._refuse(res, err.status, err.message, err.headers, err.code);
         return;
       }
       this._log('error', `${req.method} ${req.url}: ${err.stack || err.message}`);
@@ -228,23 +235,30 @@ class Gateway {
     const method = route === 'agents' ? 'POST' : 'GET';
     if (req.method !== method) throw new HttpError(405, `${method} only`, { allow: method });
     const after = route === 'streams' || route === 'agents' ? this._lastEventId(req, url) : null;
-    await this._authorize(req, target);
+    const grant = await this._authorize(req, target);
     if (route === 'view') return serveView(this._assets, req, res, target);
     // counted from here, before any body: a POST holds its place as it arrives
     const clientId = this._clientId(req);
     const release = this._slots.take(clientId);
     const table = this._tables.get(target.table);
+    let slot = null;
     try {
       if (route === 'agents') {
         const body = await this._bodies.read(req);
         if (this._closing) throw new HttpError(503, 'the gateway is closing');
-        const { input, maxDurationMs } = parseInput(body, { hook: this._o.run });
-        return serveRun(this, req, res, { target, table, clientId, release, after, input, maxDurationMs });
+        const { input, json, maxDurationMs } = parseInput(body, { hook: this._o.run, maxDepth: this._o.maxInputDepth });
+        // a run that calls the hook holds a place of its thread, its token and all runs
+        if (this._o.run && after === null) {
+          slot = await this._runs.take(`${target.table}\u0000${target.key}`, grant.principal || `client:${clientId}`, target.stream);
+          if (this._closing) throw new HttpError(503, 'the gateway is closing');
+        }
+        return serveRun(this, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot });
       }
       if (route === 'phases') return servePhases(this, req, res, { target, clientId, release });
       return serveStream(this, req, res, { target, table, clientId, release, after });
     } catch (err) {
       release();
+      if (slot) slot.ended();
       throw err;
     }
   }
@@ -295,6 +309,11 @@ class Gateway {
     return Number(v);
   }
 
+  /**
+   * What the authorize hook grants the request: {principal} (who runs
+   * count against: a token, or null for the client's address); HttpError
+   * 401 or 403 when it refuses.
+   */
   async _authorize(req, target) {
     let r;
     try {
@@ -303,7 +322,8 @@ class Gateway {
       if (err && (err.status === 401 || err.status === 403)) throw new HttpError(err.status, err.message);
       throw err;
     }
-    if (r === true) return;
+    if (r === true) return { principal: null };
+    if (r && typeof r === 'object' && r.ok === true) return { principal: typeof r.principal === 'string' ? r.principal : null };
     if (r && (r.status === 401 || r.status === 403)) throw new HttpError(r.status, r.message || (r.status === 401 ? 'unauthorized' : 'forbidden'));
     throw new HttpError(403, 'forbidden');
   }
@@ -314,7 +334,7 @@ class Gateway {
     return this._o.cors ? { 'access-control-allow-origin': this._o.cors, vary: 'origin' } : {};
   }
 
-  _refuse(res, status, message, extra) {
+  _refuse(res, status, message, extra, code) {
     if (this.stats.status[status] !== undefined) this.stats.status[status]++;
     if (res.headersSent) {
       res.destroy();
@@ -326,7 +346,9 @@ class Gateway {
     };
     if (status === 401) headers['www-authenticate'] = 'Bearer realm="hxstate"';
     res.writeHead(status, headers);
-    res.end(status === 204 ? undefined : JSON.stringify({ error: message || String(status) }));
+    const body = { error: message || String(status) };
+    if (code !== undefined) body.code = code;
+    res.end(status === 204 ? undefined : JSON.stringify(body));
     if (headers.connection === 'close' && res.socket) lingeringClose(res.socket);
   }
 

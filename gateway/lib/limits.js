@@ -11,10 +11,12 @@
 //     all arrived: JSON.parse and @ag-ui/core's schema on at most maxBody
 //     bytes (1 MiB by default: a few milliseconds of the event loop).
 class HttpError extends Error {
-  constructor(status, message, headers) {
+  /** status, message, extra headers (or null), and a code for the JSON body (or none). */
+  constructor(status, message, headers, code) {
     super(message);
     this.status = status;
     this.headers = headers || null;
+    if (code !== undefined) this.code = code;
   }
 }
 

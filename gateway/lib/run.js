@@ -13,11 +13,20 @@
 //
 // With createGateway({run}), once the prelude is queued the gateway calls
 //
-//   run(input, target, {signal})
+//   run(input, target, {signal, json})
 //
-// with the RunAgentInput (@ag-ui/core's schema checked it: threadId,
-// runId, messages, tools, context, state, forwardedProps, resume), the
-// target {table, key, stream}, and an AbortSignal.  The hook starts the
+// with the RunAgentInput (input.js checked its depth and its shape, with
+// @ag-ui/core's schema: threadId, runId, messages, tools, context, state,
+// forwardedProps, resume), the target {table, key, stream}, an
+// AbortSignal, and the input as JSON text (serialised before the hook is
+// called, so that a hook that hands it to a process it starts never fails
+// to serialise it afterwards).  The signal aborts whenever the run ends,
+// however it ends, its reason saying how ("completed", "interrupt",
+// "stream_end", "error", "client_closed", "max_duration",
+// "gateway_closed"): whatever the hook started with it ends with its run.
+// A run that calls the hook holds a place of its thread, its token and of
+// all runs until it has ended and the hook's promise has settled
+// (runs.js).  The hook starts the
 // application's work for the input (a row to insert, a job to queue, a
 // call to an agent runtime that writes the row's state) and returns a
 // promise that resolves once that work has committed what it writes.
@@ -35,9 +44,9 @@
 //                             "hxstate_run_failed"; message err.message if
 //                             err.expose is true, else "the run failed"
 //   the row ends              outcome success, reason stream_end
-//   max duration, or the      signal aborts (its reason "max_duration" or
-//   gateway closes            "gateway_closed"); outcome cancelled
-//   the client goes away      signal aborts (reason "client_closed")
+//   max duration, or the      outcome cancelled
+//   gateway closes
+//   the client goes away      nothing more is sent
 //
 // Interrupts (AG-UI 1.0): the row's pending interrupts are at the table's
 // interrupt path.  A POST on a row with pending interrupts must answer
@@ -50,36 +59,12 @@
 //
 // A POST with Last-Event-ID reconnects to a run's stream: it resumes as a
 // GET does, and does not call the hook again.
-const { RunAgentInputSchema } = require('@ag-ui/core/schemas');
 const { SseResponse } = require('./sse');
 const { Follower } = require('./follow');
 const { frameFor } = require('./frames');
-const { HttpError } = require('./limits');
 const { statusOf, finishedEntry } = require('./stream');
 
-/** The RunAgentInput of a body (a Buffer); HttpError 400 when it is not one. */
-function parseInput(body, { hook }) {
-  let json;
-  try {
-    json = JSON.parse(body.toString('utf8'));
-  } catch (err) {
-    throw new HttpError(400, 'the body is not JSON');
-  }
-  const r = RunAgentInputSchema.safeParse(json);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw new HttpError(400, `the body is not a RunAgentInput: ${issue.path.join('.')}: ${issue.message}`);
-  }
-  const input = r.data;
-  if (input.resume && input.resume.length > 0 && !hook) {
-    throw new HttpError(400, 'this gateway has no run hook: a resume cannot be answered');
-  }
-  const props = input.forwardedProps && input.forwardedProps.hxstate;
-  const maxMs = props && Number.isFinite(props.maxDurationMs) && props.maxDurationMs > 0 ? props.maxDurationMs : 0;
-  return { input, maxDurationMs: maxMs };
-}
-
-function serveRun(gw, req, res, { target, table, clientId, release, after, input, maxDurationMs }) {
+function serveRun(gw, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot }) {
   const conn = new SseResponse(gw, req, res, 'run', clientId);
   gw._track(conn, release);
   conn.seq = after;
@@ -93,10 +78,17 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
   let finished = false;
   let timer = null;
 
-  const end = (entry) => {
+  // the hook's signal aborts whenever the run ends, however it ends: a
+  // process the hook started (execFile with the signal) ends with its run
+  const abort = (reason) => {
+    if (!controller.signal.aborted) controller.abort(reason);
+    if (slot) slot.ended();
+  };
+  const end = (entry, reason) => {
     finished = true;
     clearTimeout(timer);
     f.stop();
+    abort(reason);
     if (!f.started) {
       f.started = true;
       conn.push(started());
@@ -106,14 +98,12 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
   };
   const finish = (outcome, reason, extra) => {
     if (finished || conn.closed) return;
-    if (hookState === 'running' && outcome.type === 'cancelled') controller.abort(reason);
     end(finishedEntry(threadId, runId, outcome,
-      { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
+      { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }), reason);
   };
   const error = (message, code) => {
     if (finished || conn.closed) return;
-    if (hookState === 'running') controller.abort('error');
-    end({ ...frameFor({ type: 'RUN_ERROR', message, code, timestamp: Date.now() }), keep: true });
+    end({ ...frameFor({ type: 'RUN_ERROR', message, code, timestamp: Date.now() }), keep: true }, 'error');
   };
   const interrupted = (list) => finish({ type: 'interrupt', interrupts: list }, 'interrupt');
   const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId, timestamp: Date.now() }), keep: true });
@@ -128,10 +118,11 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     hookState = 'running';
     let p;
     try {
-      p = Promise.resolve(hook(input, { table: target.table, key: target.key, stream: target.stream }, { signal: controller.signal }));
+      p = Promise.resolve(hook(input, { table: target.table, key: target.key, stream: target.stream }, { signal: controller.signal, json }));
     } catch (err) {
       p = Promise.reject(err);
     }
+    if (slot) slot.hook(p);
     p.then((value) => {
       hookState = 'done';
       output = value;
@@ -183,6 +174,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
       if (!f.started) {
         f.stop();
         finished = true;
+        abort('error');
         conn.end(statusOf(err), err.message);
         return;
       }
@@ -195,11 +187,11 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
   conn.onClose = () => {
     clearTimeout(timer);
     f.stop();
-    if (!finished && hookState === 'running') controller.abort('client_closed');
+    abort('client_closed'); // the client went away (or, after the run's end, a no-op)
     finished = true;
   };
   conn.finish = () => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'gateway_closed');
   f.start(after);
 }
 
-module.exports = { serveRun, parseInput };
+module.exports = { serveRun };

@@ -39,13 +39,12 @@
 // once it has taken what was being written it starts again: from a fresh
 // snapshot (overflow 'snapshot', what a UI wants), or from the log after
 // the last seq it got (overflow 'log': every seq, later).
-const { frameOf, sharedFrame, frameFor, forgetStream } = require('./frames');
+const { frameFor } = require('./frames');
 const { project, applyDelta } = require('./projection');
 const { messagesOf, interruptsOf, getPointer } = require('./agui');
 
 const STREAM_END = 'hx.stream_end';
 const isEnd = (e) => e.type === 'CUSTOM' && e.name === STREAM_END;
-const nextProjection = new WeakMap(); // delta event -> {base, result}
 
 class Follower {
   /**
@@ -104,12 +103,14 @@ class Follower {
     const sub = this.gw.hub.follow({ table, key }, options);
     this.sub = sub;
     sub.on('event', (event) => {
-      if (this.sub === sub && !this.stopped) onEvent(event);
+      if (this.sub !== sub || this.stopped) return;
+      this.stream = sub.stream; // the stream as the database names it (known before its first event)
+      onEvent(event);
     });
     sub.on('error', (err) => this.gw._log('warn', `${this.target.stream}: ${err.message}`));
     sub.on('resync', (r) => {
       if (r.reason !== 'diverged') return;
-      forgetStream(sub.stream); // before the snapshot that follows is framed
+      this.gw._frames.forget(sub.stream); // before the snapshot that follows is framed
       this.gw._log('warn', `${this.target.stream}: the database lost event ${r.previousSeq} after it was sent (a failover): a snapshot at seq ${r.seq}`);
     });
     sub.ready.then(() => {
@@ -156,13 +157,13 @@ class Follower {
   _snapshot(event) {
     const m = event.metadata.seq;
     if (isEnd(event)) {
-      if (!this._push(event, frameOf(event))) return;
+      if (!this._push(event, this._frameOf(event))) return;
       this._setState(m, null);
       this._preludeDone();
       this.on.end(event);
       return;
     }
-    if (!this._push(event, frameOf(event))) return;
+    if (!this._push(event, this._frameOf(event))) return;
     this._setState(m, event.snapshot);
     this._pushMessages(m);
     this._preludeDone();
@@ -205,7 +206,7 @@ class Follower {
         this._begin(null);
         return;
       }
-      if (!this._push(event, frameOf(event))) return;
+      if (!this._push(event, this._frameOf(event))) return;
       if (seq >= m) {
         pivoted = true;
         this.catching = false;
@@ -225,7 +226,7 @@ class Follower {
   // -- live ------------------------------------------------------------------
 
   _live(event) {
-    const f = frameOf(event);
+    const f = this._frameOf(event);
     if (!f.ok) {
       // an event @ag-ui/client would refuse: a fresh snapshot instead
       this.gw.stats.refused_events++;
@@ -257,14 +258,8 @@ class Follower {
 
   _delta(event, seq) {
     if (this.paths.length === 0) return;
-    let r;
-    const cached = nextProjection.get(event);
-    if (cached && cached.base === this.proj) {
-      r = cached.result;
-    } else {
-      r = applyDelta(this.proj || {}, event.delta, this.paths);
-      nextProjection.set(event, { base: this.proj, result: r });
-    }
+    const base = this.proj || {};
+    const r = this.gw._frames.next(event, base, () => applyDelta(base, event.delta, this.paths));
     if (r.unknown) {
       // a value moved into the conversation from elsewhere: read it afresh
       this._unfollow();
@@ -277,6 +272,11 @@ class Follower {
   }
 
   // -- what it sends ---------------------------------------------------------
+
+  /** The checked frame of an event of the followed stream (shared with the stream's other readers). */
+  _frameOf(event) {
+    return this.gw._frames.frameOf(event, this.stream);
+  }
 
   /** Queue a stream event's frame; false (and the overflow handled) when the client holds too much. */
   _push(event, f) {
@@ -303,7 +303,7 @@ class Follower {
 
   _setState(seq, state) {
     if (this.paths.length === 0) return;
-    this.proj = sharedFrame(this.target.stream, seq, 'projection', () => project(state, this.paths));
+    this.proj = this.gw._frames.shared(this.stream, seq, `projection\u0000${this.table.name}`, () => project(state, this.paths));
     if (this.table.interrupt !== null) this._interrupts(seq);
   }
 
@@ -315,8 +315,8 @@ class Follower {
 
   _pushMessages(seq) {
     if (this.table.messages === null || this.stopped) return;
-    const { stream } = this.target;
-    const entry = sharedFrame(stream, seq, 'messages', () => {
+    const { stream } = this;
+    const entry = this.gw._frames.shared(stream, seq, `messages\u0000${this.table.name}`, () => {
       const { messages, dropped } = messagesOf(getPointer(this.proj || {}, this.table.messages));
       if (dropped > 0) {
         this.gw.stats.dropped_messages += dropped;

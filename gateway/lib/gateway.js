@@ -22,6 +22,7 @@ const { tokenAuthorizer } = require('./token');
 const { Machines, clientFor } = require('./machines');
 const { normaliseTables, streamPrefixes, prefixClash } = require('./config');
 const { capabilitiesOf } = require('./agui');
+const { FrameCache } = require('./frames');
 const { serveStream } = require('./stream');
 const { serveRun } = require('./run');
 const { parseInput } = require('./input');
@@ -133,6 +134,7 @@ class Gateway {
     this._runs = new RunSlots({ perToken: o.maxRunsPerToken, total: o.maxRuns });
     this._closing = null;
     this._assets = loadAssets();
+    this._frames = new FrameCache(); // this gateway's own: shared by its responses only
     const beat = Math.max(50, Math.floor(Math.min(o.heartbeat, o.stallTimeout) / 2));
     this._beat = setInterval(() => {
       const now = Date.now();

@@ -5,15 +5,17 @@ const cluster = require('node:cluster');
 const http = require('node:http');
 const { parseArgs } = require('node:util');
 const { createGateway } = require('./gateway');
-const { mintToken, MAX_TTL } = require('./token');
+const { mintToken, MAX_TTL, SCOPES } = require('./token');
 const { parseTablesFlag } = require('./config');
 
 const USAGE = `usage:
   hxstate-gateway [serve] [options]      serve the tables' streams over HTTP
-  hxstate-gateway token <table>:<key> [--ttl seconds] [--base URL]
+  hxstate-gateway token <table>:<key> [--ttl seconds] [--scope LIST] [--base URL]
                                          print a token for one key of a table
-  hxstate-gateway token <table> --all [--ttl seconds]
+  hxstate-gateway token <table> --all [--ttl seconds] [--scope LIST]
                                          print a token for every key of a table
+  (--scope: read, run, resume, comma-separated (read); the live view's URL
+  that --base prints carries a read-only token)
 
 serve options (environment variable in brackets):
   --database-url URL     the database [DATABASE_URL]; without it, libpq's PG* variables
@@ -59,6 +61,7 @@ const OPTIONS = {
   cors: { type: 'string' },
   quiet: { type: 'boolean' },
   ttl: { type: 'string' },
+  scope: { type: 'string' },
   base: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 };
@@ -90,12 +93,19 @@ async function main(argv, env = process.env, out = console) {
     if (ttl > MAX_TTL) throw new Error(`--ttl must be at most ${MAX_TTL} seconds (30 days)`);
     if (values.all && stream.includes(':')) throw new Error('token <table> --all names a table, with no key');
     if (!values.all && !stream.includes(':')) throw new Error(`token needs <table>:<key>, or <table> --all\n${USAGE}`);
-    const token = mintToken(secret, values.all ? { table: stream, all: true } : stream, { ttl });
+    const scopes = values.scope === undefined ? ['read'] : values.scope.split(',').map((x) => x.trim()).filter(Boolean);
+    if (scopes.length === 0 || !scopes.every((x) => SCOPES.includes(x))) {
+      throw new Error(`--scope is a comma-separated list of ${SCOPES.join(', ')}`);
+    }
+    const what = values.all ? { table: stream, all: true } : stream;
+    const token = mintToken(secret, what, { ttl, scopes });
     out.log(token);
     if (values.base && !values.all) {
       const colon = stream.indexOf(':');
       const base = values.base.replace(/\/+$/, '');
-      out.log(`${base}/view/${encodeURIComponent(stream.slice(0, colon))}/${encodeURIComponent(stream.slice(colon + 1))}?token=${token}`);
+      // a URL ends up in logs and browser history: its token is read-only
+      const view = scopes.join() === 'read' ? token : mintToken(secret, what, { ttl });
+      out.log(`${base}/view/${encodeURIComponent(stream.slice(0, colon))}/${encodeURIComponent(stream.slice(colon + 1))}?token=${view}`);
     }
     return 0;
   }

@@ -18,7 +18,7 @@
 // one SseResponse (sse.js: what a client may hold, in bytes).
 const { HxHub } = require('hxstate-client');
 const { HttpError, ClientSlots, BodyReader } = require('./limits');
-const { tokenAuthorizer } = require('./token');
+const { tokenAuthorizer, SCOPES } = require('./token');
 const { Machines, clientFor } = require('./machines');
 const { normaliseTables, streamPrefixes, prefixClash } = require('./config');
 const { capabilitiesOf } = require('./agui');
@@ -238,6 +238,8 @@ class Gateway {
     if (req.method !== method) throw new HttpError(405, `${method} only`, { allow: method });
     const after = route === 'streams' || route === 'agents' ? this._lastEventId(req, url) : null;
     const grant = await this._authorize(req, target);
+    // a POST /agents needs read, run or resume as its body says (below)
+    if (route !== 'agents') this._need(grant, 'read');
     if (route === 'view') return serveView(this._assets, req, res, target);
     // counted from here, before any body: a POST holds its place as it arrives
     const clientId = this._clientId(req);
@@ -249,12 +251,14 @@ class Gateway {
         const body = await this._bodies.read(req);
         if (this._closing) throw new HttpError(503, 'the gateway is closing');
         const { input, json, maxDurationMs } = parseInput(body, { hook: this._o.run, maxDepth: this._o.maxInputDepth });
+        const calls = this._o.run && after === null; // does this run call the run hook?
+        this._need(grant, !calls ? 'read' : input.resume && input.resume.length > 0 ? 'resume' : 'run');
         // a run that calls the hook holds a place of its thread, its token and all runs
-        if (this._o.run && after === null) {
+        if (calls) {
           slot = await this._runs.take(`${target.table}\u0000${target.key}`, grant.principal || `client:${clientId}`, target.stream);
           if (this._closing) throw new HttpError(503, 'the gateway is closing');
         }
-        return serveRun(this, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot });
+        return serveRun(this, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes: grant.scopes });
       }
       if (route === 'phases') return servePhases(this, req, res, { target, clientId, release });
       return serveStream(this, req, res, { target, table, clientId, release, after });
@@ -312,9 +316,11 @@ class Gateway {
   }
 
   /**
-   * What the authorize hook grants the request: {principal} (who runs
-   * count against: a token, or null for the client's address); HttpError
-   * 401 or 403 when it refuses.
+   * What the authorize hook grants the request: {principal, scopes,
+   * limited} (principal: whom its runs count against, a token, or null
+   * for the client's address; scopes: what it may do, every scope when
+   * the hook said true; limited: why scopes were cut, if they were);
+   * HttpError 401 or 403 when it refuses.
    */
   async _authorize(req, target) {
     let r;
@@ -324,10 +330,22 @@ class Gateway {
       if (err && (err.status === 401 || err.status === 403)) throw new HttpError(err.status, err.message);
       throw err;
     }
-    if (r === true) return { principal: null };
-    if (r && typeof r === 'object' && r.ok === true) return { principal: typeof r.principal === 'string' ? r.principal : null };
+    if (r === true) return { principal: null, scopes: SCOPES, limited: null };
+    if (r && typeof r === 'object' && r.ok === true) {
+      return {
+        principal: typeof r.principal === 'string' ? r.principal : null,
+        scopes: Array.isArray(r.scopes) ? r.scopes.filter((x) => SCOPES.includes(x)) : SCOPES,
+        limited: typeof r.limited === 'string' ? r.limited : null,
+      };
+    }
     if (r && (r.status === 401 || r.status === 403)) throw new HttpError(r.status, r.message || (r.status === 401 ? 'unauthorized' : 'forbidden'));
     throw new HttpError(403, 'forbidden');
+  }
+
+  /** 403 unless the grant has scope. */
+  _need(grant, scope) {
+    if (grant.scopes.includes(scope)) return;
+    throw new HttpError(403, `the token does not grant ${scope}${grant.limited ? `: ${grant.limited}` : ''}`);
   }
 
   // -- responses -------------------------------------------------------------

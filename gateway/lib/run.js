@@ -64,7 +64,7 @@ const { Follower } = require('./follow');
 const { frameFor } = require('./frames');
 const { statusOf, finishedEntry } = require('./stream');
 
-function serveRun(gw, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot }) {
+function serveRun(gw, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes }) {
   const conn = new SseResponse(gw, req, res, 'run', clientId);
   gw._track(conn, release);
   conn.seq = after;
@@ -118,7 +118,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     hookState = 'running';
     let p;
     try {
-      p = Promise.resolve(hook(input, { table: target.table, key: target.key, stream: target.stream }, { signal: controller.signal, json }));
+      p = Promise.resolve(hook(input, { table: target.table, key: target.key, stream: target.stream, scopes }, { signal: controller.signal, json }));
     } catch (err) {
       p = Promise.reject(err);
     }

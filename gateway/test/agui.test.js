@@ -36,7 +36,8 @@ before(async () => {
 });
 after(async () => { await db.end(); });
 
-const bearer = (key) => ({ authorization: `Bearer ${mintToken(t.SECRET, `sessions:${key}`)}` });
+// the runs here call the run hook, and answer interrupts: tokens with the scopes for that
+const bearer = (key) => ({ authorization: `Bearer ${mintToken(t.SECRET, `sessions:${key}`, { scopes: ['read', 'run', 'resume'] })}` });
 
 /** @ag-ui/client's verifier over a recorded list of events: resolves, or rejects with its error. */
 function verify(events) {
@@ -292,7 +293,7 @@ test('the run hook: outcome interrupt with interrupts[], then resume[] to the ho
       [['int-1', 'tool_call', 'call-1', 'Send the email?']]);
     assert.equal(rt.calls.length, 1);
     assert.equal(rt.calls[0].input.threadId, 'th-hitl');
-    assert.deepEqual(rt.calls[0].target, { table: 'sessions', key: 's-hitl', stream: 'sessions:s-hitl' });
+    assert.deepEqual(rt.calls[0].target, { table: 'sessions', key: 's-hitl', stream: 'sessions:s-hitl', scopes: ['read', 'run', 'resume'] });
     assert.deepEqual(agent.messages.map((m) => [m.id, m.role]), [['u-1', 'user'], ['ai-1', 'assistant']]);
     assert.equal(agent.messages[1].toolCalls[0].function.arguments, '{"to":"a@b.c"}');
 

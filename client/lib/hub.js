@@ -91,6 +91,7 @@ const DEFAULTS = {
   pageSize: 1000,
   maxQueue: 1000,
   maxQueueBytes: 16 * 1024 * 1024,
+  maxStateBytes: 64 * 1024 * 1024,
   batchSize: 1000,
   batchEvents: 10000,
   headsBatch: 2000,
@@ -121,6 +122,9 @@ class HxHub extends EventEmitter {
    *   waiting for its consumer (each follow() may set its own)
    * @param {number} [options.maxQueueBytes=16 MiB] bytes a subscription
    *   may have waiting for its consumer (each follow() may set its own)
+   * @param {number} [options.maxStateBytes=64 MiB] bytes of the state a
+   *   subscription with state: true may keep (each follow() may set its
+   *   own); past it the subscription fails with HX_STATE_TOO_LARGE
    * @param {Object<string, string>} [options.sources] sources whose
    *   snapshots come from a function: {name: 'schema.function'}, each
    *   function (keys text[]) RETURNS TABLE (key text, stream text, seq
@@ -155,6 +159,7 @@ class HxHub extends EventEmitter {
     o.pageSize = Math.max(1, Math.floor(o.pageSize));
     o.maxQueue = Math.max(1, Math.floor(o.maxQueue));
     o.maxQueueBytes = Math.max(1, Math.floor(o.maxQueueBytes));
+    o.maxStateBytes = Math.max(1, Math.floor(o.maxStateBytes));
     o.batchSize = Math.max(1, Math.floor(o.batchSize));
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
@@ -284,13 +289,13 @@ class HxHub extends EventEmitter {
    * (a seq: start with the events after it, read from the log, instead of
    * a snapshot), base (the state at after), state (keep and hand out
    * states; default true, false with after and no base), maxQueue,
-   * maxQueueBytes, overflow ('log' | 'snapshot').
+   * maxQueueBytes, maxStateBytes, overflow ('log' | 'snapshot').
    * @returns {HxSubscription}
    */
   follow(target, options) {
     if (this._phase === 'stopped') throw new Error('HxHub: stopped');
     const sub = new HxSubscription(this, target || {}, options || {},
-      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, tick: ++this._tick });
+      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, maxStateBytes: this._o.maxStateBytes, tick: ++this._tick });
     this._subs.add(sub);
     this.stats.subscriptions = this._subs.size;
     if (sub.table !== null) {
@@ -461,8 +466,7 @@ class HxHub extends EventEmitter {
       if (r === 'overflow') {
         this.stats.overflows++;
       } else if (r instanceof Error) {
-        this._error(r, [sub]);
-        this._resync(sub, 'invalid');
+        this._invalid(sub, r);
       }
       this._check(sub);
     }
@@ -571,8 +575,28 @@ class HxHub extends EventEmitter {
   }
 
   _takeSnapshot(sub, seq, state, last, bytes) {
-    if (sub._takeSnapshot(seq, state, last, bytes) === 'resync') this.stats.resyncs++;
+    const r = sub._takeSnapshot(seq, state, last, bytes);
+    if (r instanceof Error) {
+      this._failSub(sub, r);
+      return;
+    }
+    if (r === 'resync') this.stats.resyncs++;
     this._check(sub);
+  }
+
+  /**
+   * An event the subscription could not accept: a delta that does not
+   * apply (a resync, from a fresh snapshot), or a state past its
+   * maxStateBytes (it fails: the state is not kept past its bound, and
+   * nothing else is touched).
+   */
+  _invalid(sub, err) {
+    if (err.code === 'HX_STATE_TOO_LARGE') {
+      this._failSub(sub, err);
+      return;
+    }
+    this._error(err, [sub]);
+    this._resync(sub, 'invalid');
   }
 
   // -------------------------------------------------------------------
@@ -716,8 +740,7 @@ class HxHub extends EventEmitter {
         if (r === 'trimmed' || r === 'diverged') {
           this._resync(sub, r);
         } else if (r instanceof Error) {
-          this._error(r, [sub]);
-          this._resync(sub, 'invalid');
+          this._invalid(sub, r);
         }
       }
       // The log ended below a seq we were told exists (a head, a hint):

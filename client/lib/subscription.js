@@ -9,7 +9,7 @@
 const { EventEmitter } = require('node:events');
 const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
 const { callListeners, noop } = require('./emit');
-const { isStreamEnd } = require('./apply');
+const { isStreamEnd, stateTooLarge } = require('./apply');
 const { EventQueue } = require('./queue');
 
 // bytes counted for an event whose size the client was not told (a
@@ -49,7 +49,7 @@ class HxSubscription extends EventEmitter {
    * @param {object} hub the HxHub that made it
    * @param {{table?: string, key?: string, stream?: string}} target
    * @param {object} o follow()'s options
-   * @param {{maxQueue: number, maxQueueBytes: number, tick: number}} d the hub's defaults, and the tick it joins at
+   * @param {{maxQueue: number, maxQueueBytes: number, maxStateBytes: number, tick: number}} d the hub's defaults, and the tick it joins at
    */
   constructor(hub, target, o, d) {
     super();
@@ -78,6 +78,10 @@ class HxSubscription extends EventEmitter {
     this._keepState = o.state === undefined ? (after === null || after === 0 || hasBase) : !!o.state;
     this._maxQueue = Math.max(1, Math.floor(o.maxQueue === undefined ? d.maxQueue : o.maxQueue));
     this._maxBytes = Math.max(1, Math.floor(o.maxQueueBytes === undefined ? d.maxQueueBytes : o.maxQueueBytes));
+    this._maxStateBytes = o.maxStateBytes === undefined ? d.maxStateBytes : o.maxStateBytes;
+    if (!(Number.isSafeInteger(this._maxStateBytes) && this._maxStateBytes > 0)) {
+      throw new TypeError('HxHub: options.maxStateBytes must be a positive integer (bytes)');
+    }
     this._overflow = o.overflow === undefined ? 'log' : o.overflow;
     if (this._overflow !== 'log' && this._overflow !== 'snapshot') {
       throw new TypeError("HxHub: options.overflow is 'log' or 'snapshot'");
@@ -246,9 +250,11 @@ class HxSubscription extends EventEmitter {
     let stateBytes = 0;
     if (this._keepState) {
       try {
-        ({ state: after, bytes: stateBytes } = this._entry.apply(before, this._stateBytes, event, bytes));
+        ({ state: after, bytes: stateBytes } = this._entry.apply(before, this._stateBytes, event, bytes, this._maxStateBytes));
       } catch (err) {
-        err.message = `hxstate: event ${seq} of ${this.stream} does not apply: ${err.message}`;
+        err.message = err.code === 'HX_STATE_TOO_LARGE'
+          ? `hxstate: the state of ${this.stream} after event ${seq}: ${err.message}`
+          : `hxstate: event ${seq} of ${this.stream} does not apply: ${err.message}`;
         return err;
       }
     }
@@ -354,10 +360,16 @@ class HxSubscription extends EventEmitter {
   /**
    * Start (again) from a snapshot: seq, state (bytes: its size), and the
    * last event when the state is NULL.  Returns 'stale' (older than its
-   * cursor: it needs another), 'initial' or 'resync'.
+   * cursor: it needs another), 'initial' or 'resync'; or an Error
+   * (HX_STATE_TOO_LARGE) for a state larger than its maxStateBytes.
    */
   _takeSnapshot(seq, state, last, bytes) {
     this._snapTick = -1;
+    if (this._keepState && state !== null && bytes > this._maxStateBytes) {
+      const err = stateTooLarge(bytes, this._maxStateBytes);
+      err.message = `hxstate: the state of ${this.stream} at seq ${seq}: ${err.message}`;
+      return err;
+    }
     // an older snapshot than its cursor: one read before its events were
     // (read another), unless its cursor is on a commit the server lost
     if (this._started && seq < this._seq && this._resyncReason !== 'diverged') return 'stale';

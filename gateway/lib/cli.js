@@ -30,6 +30,7 @@ serve options (environment variable in brackets):
   --interrupt PATH       the pending interrupts' JSON pointer, or none (/__interrupt__)
   --max-per-client N     open streams per client address (32)
   --max-client-bytes N   bytes a slow client may hold before it skips ahead (1048576)
+  --max-state-bytes N    bytes of a stream's conversation and interrupts followed (16777216)
   --max-queue N          events of one stream a response takes in one burst (256)
   --overflow MODE        snapshot or log: what a client that holds too much gets (snapshot)
   --max-body N           the largest POST body, in bytes (1048576)
@@ -50,6 +51,7 @@ const OPTIONS = {
   'max-per-client': { type: 'string' },
   'max-queue': { type: 'string' },
   'max-client-bytes': { type: 'string' },
+  'max-state-bytes': { type: 'string' },
   'max-body': { type: 'string' },
   messages: { type: 'string' },
   interrupt: { type: 'string' },
@@ -136,6 +138,7 @@ async function serve(values, env, out) {
   if (values['max-per-client'] !== undefined) options.maxPerClient = int(values['max-per-client'], 'max-per-client', 1);
   if (values['max-queue'] !== undefined) options.maxQueue = int(values['max-queue'], 'max-queue', 1);
   if (values['max-client-bytes'] !== undefined) options.maxClientBytes = int(values['max-client-bytes'], 'max-client-bytes', 1024);
+  if (values['max-state-bytes'] !== undefined) options.maxStateBytes = int(values['max-state-bytes'], 'max-state-bytes', 1024);
   if (values['max-body'] !== undefined) options.maxBody = int(values['max-body'], 'max-body', 1);
   if (values.messages !== undefined) options.messages = values.messages;
   if (values.interrupt !== undefined) options.interrupt = values.interrupt;

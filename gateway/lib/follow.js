@@ -40,7 +40,7 @@
 // snapshot (overflow 'snapshot', what a UI wants), or from the log after
 // the last seq it got (overflow 'log': every seq, later).
 const { frameFor } = require('./frames');
-const { project, applyDelta } = require('./projection');
+const { project, measure, applyDelta } = require('./projection');
 const { messagesOf, interruptsOf, getPointer } = require('./agui');
 
 const STREAM_END = 'hx.stream_end';
@@ -144,7 +144,7 @@ class Follower {
           this.on.gone();
           return;
         }
-        this._setState(m, state);
+        if (!this._setState(m, state)) return;
         this._pushMessages(m);
         this._preludeDone();
       } else {
@@ -158,13 +158,13 @@ class Follower {
     const m = event.metadata.seq;
     if (isEnd(event)) {
       if (!this._push(event, this._frameOf(event))) return;
-      this._setState(m, null);
+      if (!this._setState(m, null)) return;
       this._preludeDone();
       this.on.end(event);
       return;
     }
     if (!this._push(event, this._frameOf(event))) return;
-    this._setState(m, event.snapshot);
+    if (!this._setState(m, event.snapshot)) return;
     this._pushMessages(m);
     this._preludeDone();
   }
@@ -211,7 +211,7 @@ class Follower {
         pivoted = true;
         this.catching = false;
         this.conn.release();
-        this._setState(seq, endedAtM ? null : stateAtM);
+        if (!this._setState(seq, endedAtM ? null : stateAtM)) return;
         if (isEnd(event)) {
           this._preludeDone();
           this.on.end(event);
@@ -238,12 +238,12 @@ class Follower {
     const seq = event.metadata.seq;
     if (!this._push(event, f)) return;
     if (event.type === 'STATE_SNAPSHOT') {
-      this._setState(seq, event.snapshot);
+      if (!this._setState(seq, event.snapshot)) return;
       this._pushMessages(seq);
     } else if (event.type === 'STATE_DELTA') {
       this._delta(event, seq);
     } else if (isEnd(event)) {
-      this._setState(seq, null);
+      if (!this._setState(seq, null)) return;
       this.on.end(event);
       return;
     }
@@ -259,7 +259,12 @@ class Follower {
   _delta(event, seq) {
     if (this.paths.length === 0) return;
     const base = this.proj || {};
-    const r = this.gw._frames.next(event, base, () => applyDelta(base, event.delta, this.paths));
+    const max = this.gw._o.maxStateBytes;
+    const r = this.gw._frames.next(event, base, () => applyDelta(base, event.delta, this.paths, { max }));
+    if (r.tooLarge) {
+      this._tooLarge(seq, r.bytes);
+      return;
+    }
     if (r.unknown) {
       // a value moved into the conversation from elsewhere: read it afresh
       this._unfollow();
@@ -301,10 +306,36 @@ class Follower {
     return false;
   }
 
+  /** The projection of the state at seq; false (and the follower failed) when it is larger than maxStateBytes. */
   _setState(seq, state) {
-    if (this.paths.length === 0) return;
-    this.proj = this.gw._frames.shared(this.stream, seq, `projection\u0000${this.table.name}`, () => project(state, this.paths));
+    if (this.paths.length === 0) return true;
+    const shared = this.gw._frames.shared(this.stream, seq, `projection\u0000${this.table.name}`, () => {
+      const doc = project(state, this.paths);
+      return { doc, bytes: measure(doc) };
+    });
+    if (shared.bytes > this.gw._o.maxStateBytes) {
+      this._tooLarge(seq, shared.bytes);
+      return false;
+    }
+    this.projShared = shared; // holds it for the stream's other readers at this seq
+    this.proj = shared.doc;
     if (this.table.interrupt !== null) this._interrupts(seq);
+    return !this.stopped;
+  }
+
+  /**
+   * What the gateway follows of the stream (its conversation and
+   * interrupts) would pass maxStateBytes at seq: the response fails
+   * (RUN_ERROR hxstate_state_too_large); nothing else is touched.
+   */
+  _tooLarge(seq, bytes) {
+    const err = new Error(`the conversation and interrupts of ${this.stream} would be ${bytes} bytes or more at seq ${seq}, ` +
+      `past the gateway's maxStateBytes (${this.gw._o.maxStateBytes})`);
+    err.agui = 'hxstate_state_too_large';
+    this.gw._log('warn', err.message);
+    this._unfollow();
+    this.on.fail(err);
+    this.stop();
   }
 
   _interrupts(seq) {

@@ -48,6 +48,7 @@ const DEFAULTS = {
   maxBodyTotal: 64 * 1024 * 1024,
   bodyTimeout: 10000,
   maxClientBytes: 1024 * 1024,
+  maxStateBytes: 16 * 1024 * 1024,
   stallTimeout: 30000,
   phaseInterval: 1000,
   cors: null,
@@ -95,7 +96,7 @@ class Gateway {
     const o = { ...DEFAULTS, ...(options || {}) };
     if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
     for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout',
-      'maxInputDepth', 'maxRuns', 'maxRunsPerToken']) positiveInt(o, name);
+      'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes']) positiveInt(o, name);
     if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal})');
     if (typeof o.authorize !== 'function') {
       if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);

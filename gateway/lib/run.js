@@ -171,14 +171,16 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     end: (event) => finish({ type: 'success' }, 'stream_end', { end: event.value === undefined ? null : event.value }),
     gone: () => finish({ type: 'success' }, 'stream_end'),
     fail: (err) => {
-      if (!f.started) {
+      // a subscription that could not start: a status; anything later (or
+      // a state past maxStateBytes, err.agui) ends the run with RUN_ERROR
+      if (!f.started && !err.agui) {
         f.stop();
         finished = true;
         abort('error');
         conn.end(statusOf(err), err.message);
         return;
       }
-      error(err.message, 'hxstate_failed');
+      error(err.message, err.agui || 'hxstate_failed');
     },
   });
   const limits = [gw._o.maxRunMs, maxDurationMs].filter((ms) => ms > 0);

@@ -66,13 +66,19 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
     },
     fail: (err) => {
       f.stop();
-      if (!f.started) {
+      // a subscription that could not start: a status; anything later (or
+      // a state past maxStateBytes, err.agui) ends the run with RUN_ERROR
+      if (!f.started && !err.agui) {
         const status = statusOf(err);
         conn.end(status, status === 400 ? `malformed key: ${err.message}` : err.message);
         return;
       }
       finished = true;
-      conn.push({ ...frameFor({ type: 'RUN_ERROR', message: err.message, code: 'hxstate_failed', timestamp: Date.now() }), keep: true });
+      if (!f.started) {
+        f.started = true;
+        conn.push(started());
+      }
+      conn.push({ ...frameFor({ type: 'RUN_ERROR', message: err.message, code: err.agui || 'hxstate_failed', timestamp: Date.now() }), keep: true });
       conn.end();
     },
   });

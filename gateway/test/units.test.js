@@ -184,3 +184,29 @@ test('config: tables, paths, sources, and two tables on one stream prefix refuse
   assert.equal(prefixClash(new Map([['sessions', 'sessions'], ['tenant_b.sessions', 'tenant_b.sessions']])), null);
   assert.match(prefixClash(new Map([['sessions', 'sessions'], ['tenant_b.sessions', 'sessions']])), /both name their streams "sessions:<key>"/);
 });
+
+test('projection within maxStateBytes: a copy past the bound is tooLarge; an op above a path brings only what is projected; events are never changed', () => {
+  const { applyDelta: apply, measure } = require('../lib/projection');
+  const paths = ['/messages', '/__interrupt__'];
+  let p = { messages: ['x'.repeat(1000)] };
+  let n = 0;
+  for (;;) {
+    const r = apply(p, [{ op: 'copy', from: '/messages', path: '/messages/-' }], paths, { max: 64 * 1024 });
+    if (r.tooLarge) {
+      assert.ok(r.bytes > 64 * 1024);
+      break;
+    }
+    p = r.projection;
+    assert.ok(measure(p) <= 64 * 1024);
+    n++;
+  }
+  assert.equal(n, 6);
+  // a replace of the root with a large state whose conversation is small: within the bound
+  const root = apply({ messages: [] }, [{ op: 'replace', path: '', value: { messages: [1], big: 'y'.repeat(100000) } }], paths, { max: 1000 });
+  assert.deepEqual(root.projection, { messages: [1] });
+  // what an op added, a later op of the delta changes: the event's value stays as logged
+  const delta = [{ op: 'add', path: '/messages', value: [{ id: 'a' }] }, { op: 'add', path: '/messages/0/x', value: 1 }];
+  const r = apply({}, delta, paths);
+  assert.deepEqual(r.projection, { messages: [{ id: 'a', x: 1 }] });
+  assert.deepEqual(delta[0].value, [{ id: 'a' }]);
+});

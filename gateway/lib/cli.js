@@ -2,9 +2,9 @@
 // The command line: flags first, then the environment, then defaults.
 const fs = require('node:fs');
 const cluster = require('node:cluster');
-const http = require('node:http');
 const { parseArgs } = require('node:util');
 const { createGateway } = require('./gateway');
+const { createServer } = require('./server');
 const { mintToken, MAX_TTL, SCOPES } = require('./token');
 const { parseTablesFlag } = require('./config');
 
@@ -37,6 +37,9 @@ serve options (environment variable in brackets):
   --heartbeat MS         idle time before a heartbeat comment (15000)
   --max-run SECONDS      longest AG-UI run, 0 for none (0)
   --cors ORIGIN          allow browsers of ORIGIN ("*" for any) to call the gateway
+  --max-connections N    connections open at once; more are closed unanswered (10000)
+  --headers-timeout MS   a request's headers must arrive within it, else 408 (10000)
+  --request-timeout MS   a whole request (headers and body) within it, else 408 (30000)
   --workers N            serve from N processes on one port (1)
   --quiet                log errors only`;
 
@@ -61,6 +64,9 @@ const OPTIONS = {
   heartbeat: { type: 'string' },
   'max-run': { type: 'string' },
   cors: { type: 'string' },
+  'max-connections': { type: 'string' },
+  'headers-timeout': { type: 'string' },
+  'request-timeout': { type: 'string' },
   quiet: { type: 'boolean' },
   ttl: { type: 'string' },
   scope: { type: 'string' },
@@ -146,12 +152,16 @@ async function serve(values, env, out) {
   if (values.heartbeat !== undefined) options.heartbeat = int(values.heartbeat, 'heartbeat', 100);
   if (values['max-run'] !== undefined) options.maxRunMs = int(values['max-run'], 'max-run') * 1000;
   if (values.cors !== undefined) options.cors = values.cors;
+  const serverOptions = {};
+  if (values['max-connections'] !== undefined) serverOptions.maxConnections = int(values['max-connections'], 'max-connections', 1);
+  if (values['headers-timeout'] !== undefined) serverOptions.headersTimeout = int(values['headers-timeout'], 'headers-timeout', 1);
+  if (values['request-timeout'] !== undefined) serverOptions.requestTimeout = int(values['request-timeout'], 'request-timeout', 1);
   const host = values.host || env.HX_GATEWAY_HOST || '127.0.0.1';
   const port = values.port !== undefined ? int(values.port, 'port') : Number(env.PORT || 8080);
 
   const gateway = createGateway(options);
   await gateway.ready;
-  const server = http.createServer(gateway.handler);
+  const server = createServer(gateway, serverOptions);
   await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);

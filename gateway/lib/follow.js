@@ -295,13 +295,13 @@ class Follower {
   }
 
   /** Queue a frame entry, after the owner's preface if it is the first; false on overflow (handled). */
-  _emit(entry) {
+  _emit(entry, must = false) {
     if (!this.started) {
       this.started = true;
       const preface = this.on.preface();
       if (preface) this.conn.push(preface);
     }
-    if (this.conn.push(entry)) return true;
+    if (this.conn.push(entry, must)) return true;
     this._overflow();
     return false;
   }
@@ -355,7 +355,8 @@ class Follower {
       }
       return frameFor({ type: 'MESSAGES_SNAPSHOT', messages, timestamp: Date.now(), metadata: { stream, seq } });
     });
-    if (entry.ok) this._emit(entry);
+    // it goes with the state event before it, whatever the client holds
+    if (entry.ok) this._emit(entry, true);
   }
 
   /** The client holds too much: drop its queue, and start again once it has taken what was being written. */

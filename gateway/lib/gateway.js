@@ -67,28 +67,46 @@ function defaultLog(level, message) {
   if (level === 'error' || level === 'warn') console.error(`hxstate-gateway: ${message}`);
 }
 
-// How long a refused request's connection goes on being read (and what
-// arrives dropped) after its response, before the gateway closes it.
+// How long, and how many bytes, a refused request's connection goes on
+// being read (and what arrives dropped) after its response, before the
+// gateway closes it.
 const LINGER_MS = 5000;
+const LINGER_BYTES = 1024 * 1024;
 
 /**
  * A lingering close for a connection whose request body the gateway
- * refused (413, 408, 503 with Connection: close).  node:http closes such a
- * socket as soon as the response is written; a client still sending its
- * body then gets a reset, and most clients (Node's among them) report the
- * reset and drop the response they have not read yet, so they never see
- * the status or its Retry-After.  Instead our side half-closes after the
- * response, goes on reading and dropping what the client sends, and
- * destroys the socket when the client closes or after LINGER_MS.
+ * refused or will not read (401, 403, 404, 413, 408, 503... with
+ * Connection: close).  node:http closes such a socket as soon as the
+ * response is written; a client still sending its body then gets a reset,
+ * and most clients (Node's among them) report the reset and drop the
+ * response they have not read yet, so they never see the status or its
+ * Retry-After.  Instead our side half-closes after the response, goes on
+ * reading and dropping what the client sends, and destroys the socket
+ * when the client closes, after LINGER_MS, or once LINGER_BYTES more have
+ * come: a refused body costs neither the time nor the bytes it would take
+ * to read (300 MB a client sends as fast as it can, a body that trickles
+ * for minutes).
  */
 function lingeringClose(socket) {
   socket.destroySoon = function destroySoon() { // what node:http calls once the response is written
     this.end();
+    let bytes = 0;
+    this.on('data', (chunk) => {
+      bytes += chunk.length;
+      if (bytes > LINGER_BYTES) this.destroy();
+    });
     this.resume();
     const timer = setTimeout(() => this.destroy(), LINGER_MS);
     timer.unref();
     this.once('close', () => clearTimeout(timer));
   };
+}
+
+/** Has req a body that has not been read (and so would be, to keep the connection)? */
+function unreadBody(req) {
+  if (!req || req.complete || req.readableEnded) return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 class Gateway {
@@ -230,8 +248,15 @@ class Gateway {
     }
     const capabilities = (route === 'capabilities' && parts.length === 3) || (route === 'agents' && parts.length === 5 && parts[4] === 'capabilities');
     if (capabilities) {
-      if (req.method !== 'GET') throw new HttpError(405, 'GET only', { allow: 'GET' });
+      // what a table's agent offers names its paths and its source
+      // function: for whoever may read the table (a key's token, or the
+      // table's), not for anyone
       const table = this._table(parts[2]);
+      const target = route === 'agents'
+        ? { ...this._target(route, parts.slice(0, 4), url), kind: 'capabilities' }
+        : { table: table.name, key: null, stream: null, kind: 'capabilities', url };
+      if (req.method !== 'GET') throw new HttpError(405, 'GET only', { allow: 'GET' });
+      this._need(await this._authorize(req, target), 'read');
       return this._json(res, 200, capabilitiesOf(table, { hook: !!this._o.run, maxRunMs: this._o.maxRunMs, version }));
     }
     const target = this._target(route, parts, url);
@@ -366,6 +391,9 @@ class Gateway {
       ...this._corsHeaders(), ...(extra || {}),
     };
     if (status === 401) headers['www-authenticate'] = 'Bearer realm="hxstate"';
+    // a body that will not be read: answer now, and close the connection
+    // (lingeringly) rather than read it to keep the connection
+    if (unreadBody(res.req)) headers.connection = 'close';
     res.writeHead(status, headers);
     const body = { error: message || String(status) };
     if (code !== undefined) body.code = code;

@@ -12,9 +12,15 @@
 //        + the bytes its socket has not yet flushed to the kernel
 //
 // push() refuses a frame that would take held past maxClientBytes, unless the
-// queue is empty (a frame larger than maxClientBytes goes out alone); the owner
-// then drops the queue and starts again once the client has caught up
-// (see follow.js: a fresh snapshot, or the log).  A client that holds more
+// queue is empty (a frame larger than maxClientBytes goes out alone), or
+// the frame is one that must go: the run's own (RUN_STARTED, RUN_FINISHED,
+// RUN_ERROR: every run ends with one of them, whatever the client holds)
+// and the MESSAGES_SNAPSHOT that belongs to the state event just queued
+// (a client with one and not the other would have a state and a stale
+// conversation).  So a client holds at most maxClientBytes, or one event
+// larger than it, plus its conversation and the run's own small frames.
+// On a refusal the owner drops the queue and starts again once the client
+// has caught up (see follow.js: a fresh snapshot, or the log).  A client that holds more
 // than maxClientBytes (one large frame) and takes nothing for stallTimeout is cut off
 // (an EventSource reconnects, and resumes by Last-Event-ID).  Frames are
 // Buffers shared with every other response that sends them: slicing one
@@ -90,14 +96,15 @@ class SseResponse {
   /**
    * Queue a frame entry ({frame: Buffer, seq, keep}); false if it would
    * take the client past maxBytes (the frame is not queued).  A frame
-   * always goes when nothing is queued.  keep: clear() leaves it (run
-   * lifecycle events).
+   * always goes when nothing is queued, and so does one with keep (run
+   * lifecycle events, which clear() leaves too), or pushed with must (the
+   * conversation that goes with the state event queued before it).
    */
-  push(entry) {
+  push(entry, must = false) {
     if (this.closed) return true;
     const n = entry.frame.length + ENTRY_BYTES;
     const held = this.held;
-    if ((this._queue.length > 0 || held > 0) && held + n > this.gw._o.maxClientBytes) return false;
+    if (!entry.keep && !must && (this._queue.length > 0 || held > 0) && held + n > this.gw._o.maxClientBytes) return false;
     this._pushed++;
     this._queue.push({ frame: entry.frame, seq: entry.seq, keep: !!entry.keep, n: this._pushed });
     this._queued += n;

@@ -148,13 +148,17 @@ function mintToken(secret, what, options = {}) {
   return `${payload}.${sign(secret, payload)}`;
 }
 
-/** {table, key} of a target: an object, or the string "<table>:<key>" (split at its first colon). */
+/**
+ * {table, key} of a target: an object, or the string "<table>:<key>" (split
+ * at its first colon).  A key null is the table itself (its capabilities),
+ * which any token of the table may read.
+ */
 function targetOf(target) {
   if (typeof target === 'string') {
     const colon = target.indexOf(':');
     return { table: target.slice(0, Math.max(colon, 0)), key: colon < 0 ? '' : target.slice(colon + 1) };
   }
-  return { table: String(target.table), key: String(target.key) };
+  return { table: String(target.table), key: target.key === null ? null : String(target.key) };
 }
 
 /**
@@ -198,11 +202,11 @@ function verifyToken(secret, token, target, now = Date.now()) {
     granted = c.t === table;
   } else if (typeof c.t === 'string' && typeof c.k === 'string' && c.all === undefined) {
     grant = { table: c.t, key: c.k };
-    granted = c.t === table && c.k === key;
+    granted = c.t === table && (key === null || c.k === key);
   } else if (typeof c.s === 'string' && c.t === undefined) {
     // the form before 0.6.0: exactly the stream it names, never a pattern
     grant = { stream: c.s };
-    granted = c.s === `${table}:${key}`;
+    granted = key === null ? c.s.startsWith(`${table}:`) : c.s === `${table}:${key}`;
   } else {
     return { ok: false, status: 401, reason: 'malformed token' };
   }

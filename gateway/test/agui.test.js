@@ -382,7 +382,7 @@ test('capabilities in AG-UI 1.0\'s form, per table', async () => {
   const g = await t.startGateway(DB, { appName: 'hx-gateway-agui-caps', run: async () => {}, tables: ['sessions'] });
   try {
     for (const path of ['/capabilities/sessions', '/agents/sessions/any-key/capabilities']) {
-      const c = t.sse(`${g.base}${path}`);
+      const c = t.sse(`${g.base}${path}`, { headers: bearer('any-key') });
       await t.ended(c);
       assert.equal(c.status, 200);
       const caps = JSON.parse(c.text);
@@ -391,7 +391,7 @@ test('capabilities in AG-UI 1.0\'s form, per table', async () => {
       assert.equal(caps.state.persistentState, true);
       assert.equal(caps.humanInTheLoop.interrupts, true);
     }
-    const none = t.sse(`${g.base}/capabilities/elsewhere`);
+    const none = t.sse(`${g.base}/capabilities/elsewhere`, { headers: bearer('any-key') });
     await t.ended(none);
     assert.equal(none.status, 404);
   } finally {

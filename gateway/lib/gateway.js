@@ -71,7 +71,7 @@ function defaultLog(level, message) {
 // being read (and what arrives dropped) after its response, before the
 // gateway closes it.
 const LINGER_MS = 5000;
-const LINGER_BYTES = 1024 * 1024;
+const LINGER_BYTES = 16 * 1024 * 1024;
 
 /**
  * A lingering close for a connection whose request body the gateway

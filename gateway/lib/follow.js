@@ -43,7 +43,11 @@ const { frameFor } = require('./frames');
 const { project, measure, applyDelta } = require('./projection');
 const { messagesOf, interruptsOf, getPointer } = require('./agui');
 
+const { isDeepStrictEqual } = require('node:util');
+
 const STREAM_END = 'hx.stream_end';
+const UNKNOWN = Symbol('unknown'); // what the client has of the conversation is not known
+const NONE = Symbol('none');       // it has none from this response (or was told it is gone)
 const isEnd = (e) => e.type === 'CUSTOM' && e.name === STREAM_END;
 
 class Follower {
@@ -71,6 +75,8 @@ class Follower {
     this.started = false;      // the preface went out
     this.catching = false;     // reading n+1 .. m of a reconnect, held
     this.preluded = false;     // the prelude is queued
+    this.sentMessages = UNKNOWN; // the conversation last queued (NONE: none, or an empty one for one gone)
+    this.hadConversation = false; // a conversation was queued (one gone then gets an empty one)
   }
 
   /** Start: a first join (after null) or a reconnect after seq after. */
@@ -145,7 +151,7 @@ class Follower {
           return;
         }
         if (!this._setState(m, state)) return;
-        this._pushMessages(m);
+        this._afterState(m);
         this._preludeDone();
       } else {
         this._catchUp(after, m, state, ended);
@@ -159,13 +165,14 @@ class Follower {
     if (isEnd(event)) {
       if (!this._push(event, this._frameOf(event))) return;
       if (!this._setState(m, null)) return;
+      this._interrupts(m);
       this._preludeDone();
       this.on.end(event);
       return;
     }
     if (!this._push(event, this._frameOf(event))) return;
     if (!this._setState(m, event.snapshot)) return;
-    this._pushMessages(m);
+    this._afterState(m);
     this._preludeDone();
   }
 
@@ -213,11 +220,12 @@ class Follower {
         this.conn.release();
         if (!this._setState(seq, endedAtM ? null : stateAtM)) return;
         if (isEnd(event)) {
+          this._interrupts(seq);
           this._preludeDone();
           this.on.end(event);
           return;
         }
-        this._pushMessages(seq);
+        this._afterState(seq);
         this._preludeDone();
       }
     });
@@ -239,11 +247,13 @@ class Follower {
     if (!this._push(event, f)) return;
     if (event.type === 'STATE_SNAPSHOT') {
       if (!this._setState(seq, event.snapshot)) return;
-      this._pushMessages(seq);
+      this._afterState(seq);
     } else if (event.type === 'STATE_DELTA') {
       this._delta(event, seq);
     } else if (isEnd(event)) {
       if (!this._setState(seq, null)) return;
+      this._interrupts(seq);
+      if (this.stopped) return;
       this.on.end(event);
       return;
     }
@@ -253,6 +263,14 @@ class Follower {
   _preludeDone() {
     if (this.preluded || this.stopped) return;
     this.preluded = true;
+    // a prelude may queue nothing (a reconnect that is up to date, of a
+    // state with no conversation): the owner's preface goes out anyway,
+    // and with it the response's status
+    if (!this.started) {
+      this.started = true;
+      const preface = this.on.preface();
+      if (preface) this.conn.push(preface);
+    }
     if (this.on.prelude) this.on.prelude();
   }
 
@@ -272,11 +290,18 @@ class Follower {
       return;
     }
     this.proj = r.projection;
+    // the conversation first: AG-UI wants the state and the messages before
+    // the RUN_FINISHED that an interrupt may end the run with
+    if (r.changed.includes(this.table.messages)) this._pushMessages(seq, true);
     if (r.changed.includes(this.table.interrupt)) this._interrupts(seq);
-    if (r.changed.includes(this.table.messages)) this._pushMessages(seq);
   }
 
   // -- what it sends ---------------------------------------------------------
+
+  /** Queue an owner's event (after the preface, if it is the first), with the state event before it. */
+  send(entry) {
+    if (!this.stopped) this._emit(entry, true);
+  }
 
   /** The checked frame of an event of the followed stream (shared with the stream's other readers). */
   _frameOf(event) {
@@ -319,8 +344,17 @@ class Follower {
     }
     this.projShared = shared; // holds it for the stream's other readers at this seq
     this.proj = shared.doc;
-    if (this.table.interrupt !== null) this._interrupts(seq);
-    return !this.stopped;
+    return true;
+  }
+
+  /**
+   * After a state (a snapshot, a prelude): its conversation if it is not
+   * the one the client has, then its interrupts (whose owner may end the
+   * run: after the conversation, as AG-UI wants it).
+   */
+  _afterState(seq) {
+    this._pushMessages(seq, false);
+    this._interrupts(seq);
   }
 
   /**
@@ -339,24 +373,47 @@ class Follower {
   }
 
   _interrupts(seq) {
+    if (this.table.interrupt === null || this.stopped) return;
     const value = this.proj ? getPointer(this.proj, this.table.interrupt) : undefined;
     this.interrupts = interruptsOf(value);
     if (this.on.interrupts) this.on.interrupts(this.interrupts, seq);
   }
 
-  _pushMessages(seq) {
+  /**
+   * Queue the conversation at seq, when it is one the client has not got:
+   * changed says the event before it changed it (a delta through the
+   * messages path); else (a snapshot) it is compared with the one last
+   * queued.  A state with no conversation (nothing, or not an array, at
+   * the path) gets none: a client may keep its conversation elsewhere,
+   * and an empty MESSAGES_SNAPSHOT would wipe it; but a conversation this
+   * response sent that is gone gets one empty MESSAGES_SNAPSHOT.
+   */
+  _pushMessages(seq, changed) {
     if (this.table.messages === null || this.stopped) return;
     const { stream } = this;
+    const value = getPointer(this.proj || {}, this.table.messages);
+    if (!Array.isArray(value)) {
+      if (!this.hadConversation || this.sentMessages === NONE) return;
+      this.sentMessages = NONE;
+      const empty = frameFor({ type: 'MESSAGES_SNAPSHOT', messages: [], timestamp: Date.now(), metadata: { stream, seq } });
+      if (empty.ok) this._emit(empty, true);
+      return;
+    }
+    if (!changed && this.sentMessages !== UNKNOWN && this.sentMessages !== NONE
+      && (this.sentMessages === value || isDeepStrictEqual(this.sentMessages, value))) return;
     const entry = this.gw._frames.shared(stream, seq, `messages\u0000${this.table.name}`, () => {
-      const { messages, dropped } = messagesOf(getPointer(this.proj || {}, this.table.messages));
+      const { messages, dropped } = messagesOf(value);
       if (dropped > 0) {
         this.gw.stats.dropped_messages += dropped;
         this.gw._log('warn', `${stream}: ${dropped} message(s) at seq ${seq} are not AG-UI messages, left out of MESSAGES_SNAPSHOT`);
       }
       return frameFor({ type: 'MESSAGES_SNAPSHOT', messages, timestamp: Date.now(), metadata: { stream, seq } });
     });
+    if (!entry.ok) return;
+    this.sentMessages = value;
+    this.hadConversation = true;
     // it goes with the state event before it, whatever the client holds
-    if (entry.ok) this._emit(entry, true);
+    this._emit(entry, true);
   }
 
   /** The client holds too much: drop its queue, and start again once it has taken what was being written. */
@@ -365,6 +422,7 @@ class Follower {
     this._unfollow();
     this.conn.clear(0);
     this.conn.release();
+    this.sentMessages = UNKNOWN; // the conversation queued last may have been dropped
     // a catch-up that does not fit gets a snapshot (the log would not fit either)
     const log = this.gw._o.overflow === 'log' && !this.catching && this.conn.seq !== null;
     this.catching = false;

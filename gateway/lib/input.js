@@ -68,7 +68,8 @@ function parseInput(body, { hook, maxDepth }) {
   }
   const input = r.data;
   if (input.resume && input.resume.length > 0 && !hook) {
-    throw new HttpError(400, 'this gateway has no run hook: a resume cannot be answered');
+    throw new HttpError(400, 'this gateway has no run hook: it reports interrupts as hx.interrupts events and takes no resume[]; ' +
+      'answer them through the application that runs the agent');
   }
   let json;
   try {

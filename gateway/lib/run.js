@@ -2,14 +2,14 @@
 // POST /agents/<table>/<key>: a row's stream as one AG-UI run, for
 // @ag-ui/client's HttpAgent, and the application's own work behind it.
 //
-//   RUN_STARTED {threadId, runId} (the input's)
+//   RUN_STARTED {threadId, runId (the input's), protocolVersion}
 //   the prelude and the events (follow.js)
 //   RUN_FINISHED {outcome, result: {stream, seq, reason, ...}}, or RUN_ERROR
 //
 // Without a run hook the run follows the row until it ends (reason
-// stream_end), its longest duration passes (max_duration), the gateway
-// closes (gateway_closed) or the row shows a pending interrupt (outcome
-// interrupt): outcome success otherwise.
+// stream_end), its longest duration passes (max_duration) or the gateway
+// closes (gateway_closed): outcome success.  Pending interrupts do not end
+// it: it reports them (CUSTOM hx.interrupts, when they change) and goes on.
 //
 // With createGateway({run}), once the prelude is queued the gateway calls
 //
@@ -53,16 +53,25 @@
 // every one in resume[] (the hook then gets them, to resume the work);
 // otherwise, with a hook, RUN_ERROR code "hxstate_interrupt_pending"
 // before the hook is called; a resume[] naming an interrupt that is not
-// pending gets RUN_ERROR "hxstate_resume_unknown".  Without a hook, a
-// resume[] gets 400, and a pending interrupt ends the run with outcome
-// interrupt right after the prelude.
+// pending gets RUN_ERROR "hxstate_resume_unknown".  A gateway without a
+// hook cannot take resume[] (400): ending a run with outcome interrupt
+// would leave @ag-ui/client refusing its next run, so it reports pending
+// interrupts as CUSTOM hx.interrupts events instead, and the application
+// that runs the agent answers them.  A reconnect (Last-Event-ID) on a
+// gateway with a hook ends with outcome interrupt, which the next run's
+// resume[] answers through the hook.
+//
+// Once the hook's promise resolves, the run reads the stream's head (a
+// subscription of its own, stopped once ready) and finishes once it has
+// sent it; state and messages go out before the RUN_FINISHED (follow.js
+// queues the conversation before it hands over interrupts).
 //
 // A POST with Last-Event-ID reconnects to a run's stream: it resumes as a
 // GET does, and does not call the hook again.
 const { SseResponse } = require('./sse');
 const { Follower } = require('./follow');
 const { frameFor } = require('./frames');
-const { statusOf, finishedEntry } = require('./stream');
+const { statusOf, finishedEntry, PROTOCOL_VERSION } = require('./stream');
 
 function serveRun(gw, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes }) {
   const conn = new SseResponse(gw, req, res, 'run', clientId);
@@ -84,10 +93,17 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     if (!controller.signal.aborted) controller.abort(reason);
     if (slot) slot.ended();
   };
+  let probe = null; // the subscription that reads the head once the hook resolved
+  const stopProbe = () => {
+    const sub = probe;
+    probe = null;
+    if (sub) sub.stop();
+  };
   const end = (entry, reason) => {
     finished = true;
     clearTimeout(timer);
     f.stop();
+    stopProbe();
     abort(reason);
     if (!f.started) {
       f.started = true;
@@ -106,8 +122,23 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     end({ ...frameFor({ type: 'RUN_ERROR', message, code, timestamp: Date.now() }), keep: true }, 'error');
   };
   const interrupted = (list) => finish({ type: 'interrupt', interrupts: list }, 'interrupt');
-  const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId, timestamp: Date.now() }), keep: true });
+  const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId, protocolVersion: PROTOCOL_VERSION, timestamp: Date.now() }), keep: true });
   const unanswered = (list) => list.filter((i) => !answered.has(i.id));
+  // A gateway without a run hook cannot take resume[]: ending a run with
+  // outcome interrupt would leave HttpAgent refusing its next run (pending
+  // interrupts block new input).  So it reports them instead, as a CUSTOM
+  // hx.interrupts event, in the prelude when there are and whenever they
+  // change, and the run goes on: the application that runs the agent
+  // answers them, and the run shows the agent going on.
+  const reports = !gw._o.run;
+  let reported = '[]';
+  const report = (list) => {
+    const text = JSON.stringify(list);
+    if (text === reported) return;
+    reported = text;
+    const entry = frameFor({ type: 'CUSTOM', name: 'hx.interrupts', value: { interrupts: list }, timestamp: Date.now() });
+    if (entry.ok) f.send(entry);
+  };
   const checkDone = () => {
     if (doneAt === null || finished || f.sent === null || f.sent < doneAt) return;
     if (f.interrupts.length > 0) interrupted(f.interrupts);
@@ -127,14 +158,21 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
       hookState = 'done';
       output = value;
       if (finished) return;
-      // the stream's head now: once sent, the run is complete
-      const probe = gw.hub.follow({ table: target.table, key: target.key }, { state: false });
-      probe.once('event', (event) => {
-        probe.stop();
-        doneAt = event.metadata.seq;
+      // the stream's head now: once sent, the run is complete.  The probe
+      // is stopped once it is ready (its snapshot handed out), not in its
+      // listener: stopping it there would reject its ready
+      const sub = gw.hub.follow({ table: target.table, key: target.key }, { state: false });
+      probe = sub;
+      let head = null;
+      sub.once('event', (event) => { head = event.metadata.seq; });
+      sub.ready.then(() => {
+        sub.stop();
+        if (finished || head === null) return;
+        doneAt = head;
         checkDone();
+      }, (err) => {
+        if (probe === sub) error(`the stream could not be read: ${err.message}`, 'hxstate_failed');
       });
-      probe.ready.catch((err) => error(`the stream could not be read: ${err.message}`, 'hxstate_failed'));
     }, (err) => {
       hookState = 'done';
       if (finished) {
@@ -157,6 +195,8 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
         error(`resume[] answers interrupt(s) that are not pending: ${stale.join(', ')}`, 'hxstate_resume_unknown');
       } else if (hook && open.length > 0) {
         error(`the thread waits on interrupt(s) ${open.map((i) => i.id).join(', ')}: answer each in resume[]`, 'hxstate_interrupt_pending');
+      } else if (reports) {
+        report(pending);
       } else if (!hook && pending.length > 0) {
         interrupted(pending);
       } else if (hook) {
@@ -165,7 +205,8 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     },
     interrupts: (list) => {
       if (!f.preluded || finished) return;
-      if (hookState !== 'none' ? unanswered(list).length > 0 : list.length > 0) interrupted(list);
+      if (reports) report(list);
+      else if (hookState !== 'none' ? unanswered(list).length > 0 : list.length > 0) interrupted(list);
     },
     event: checkDone,
     end: (event) => finish({ type: 'success' }, 'stream_end', { end: event.value === undefined ? null : event.value }),
@@ -189,6 +230,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
   conn.onClose = () => {
     clearTimeout(timer);
     f.stop();
+    stopProbe();
     abort('client_closed'); // the client went away (or, after the run's end, a no-op)
     finished = true;
   };

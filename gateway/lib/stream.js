@@ -13,6 +13,7 @@
 const crypto = require('node:crypto');
 const { SseResponse } = require('./sse');
 const { Follower } = require('./follow');
+const { PROTOCOL_VERSION } = require('@ag-ui/core');
 const { frameFor } = require('./frames');
 
 /** The status a subscription's failure to start means for the request. */
@@ -56,7 +57,7 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
       { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
     conn.end();
   };
-  const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId: id, timestamp: Date.now() }), keep: true });
+  const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId: id, protocolVersion: PROTOCOL_VERSION, timestamp: Date.now() }), keep: true });
   const f = new Follower(gw, target, table, conn, {
     preface: started,
     end: (event) => finish('stream_end', { end: event.value === undefined ? null : event.value }),
@@ -87,4 +88,4 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
   f.start(after);
 }
 
-module.exports = { serveStream, statusOf, runId, finishedEntry };
+module.exports = { serveStream, statusOf, runId, finishedEntry, PROTOCOL_VERSION };

@@ -24,6 +24,8 @@
 // however it ends, its reason saying how ("completed", "interrupt",
 // "stream_end", "error", "client_closed", "max_duration",
 // "gateway_closed"): whatever the hook started with it ends with its run.
+// (After an interrupt, whose work has paused, only if the hook has not
+// settled within INTERRUPT_GRACE_MS: its process is finishing.)
 // A run that calls the hook holds a place of its thread, its token and of
 // all runs until it has ended and the hook's promise has settled
 // (runs.js).  The hook starts the
@@ -73,6 +75,10 @@ const { Follower } = require('./follow');
 const { frameFor } = require('./frames');
 const { statusOf, finishedEntry, PROTOCOL_VERSION } = require('./stream');
 
+// How long a hook whose run ended with an interrupt has to settle before
+// its signal aborts.
+const INTERRUPT_GRACE_MS = 5000;
+
 function serveRun(gw, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes }) {
   const conn = new SseResponse(gw, req, res, 'run', clientId);
   gw._track(conn, release);
@@ -88,10 +94,20 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
   let timer = null;
 
   // the hook's signal aborts whenever the run ends, however it ends: a
-  // process the hook started (execFile with the signal) ends with its run
+  // process the hook started (execFile with the signal) ends with its run.
+  // But for an interrupt: the work has paused (the interrupt is
+  // committed), and its process is finishing (a LangGraph graph prints
+  // its report and exits); it gets INTERRUPT_GRACE_MS to settle first
+  let grace = null;
   const abort = (reason) => {
-    if (!controller.signal.aborted) controller.abort(reason);
     if (slot) slot.ended();
+    if (controller.signal.aborted || grace) return;
+    if (reason === 'interrupt' && hookState === 'running') {
+      grace = setTimeout(() => { if (!controller.signal.aborted) controller.abort(reason); }, INTERRUPT_GRACE_MS);
+      grace.unref();
+      return;
+    }
+    controller.abort(reason);
   };
   let probe = null; // the subscription that reads the head once the hook resolved
   const stopProbe = () => {
@@ -154,6 +170,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
       p = Promise.reject(err);
     }
     if (slot) slot.hook(p);
+    p.finally(() => clearTimeout(grace)).catch(() => {});
     p.then((value) => {
       hookState = 'done';
       output = value;

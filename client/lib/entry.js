@@ -23,6 +23,17 @@ class StreamEntry {
     this._memo = null; // {event, before, after, bytes}
   }
 
+  /** A subscription follows it now. */
+  join(sub) {
+    this.subs.add(sub);
+  }
+
+  /** A subscription no longer follows it: how many still do. */
+  leave(sub) {
+    this.subs.delete(sub);
+    return this.subs.size;
+  }
+
   /** seq exists. */
   saw(seq) {
     if (seq > this.seen) this.seen = seq;

@@ -52,15 +52,16 @@ const isEnd = (e) => e.type === 'CUSTOM' && e.name === STREAM_END;
 
 class Follower {
   /**
-   * gw: the gateway; target: {table, key, stream}; table: its
-   * configuration; conn: the SseResponse; on: {preface() (the entry to
+   * ctx: the gateway's context (context.js); target: {table, key,
+   * stream}; table: its configuration; conn: the SseResponse; on:
+   * {preface() (the entry to
    * send before the first frame), prelude() (the prelude is queued: the
    * client's state and conversation are the stream's), event(event)
    * (after each event queued), end(event), gone() (a reconnect from the
    * end: nothing to send), fail(err), interrupts(list, seq)}.
    */
-  constructor(gw, target, table, conn, on) {
-    this.gw = gw;
+  constructor(ctx, target, table, conn, on) {
+    this.ctx = ctx;
     this.target = target;
     this.table = table;
     this.conn = conn;
@@ -104,20 +105,20 @@ class Follower {
     this._unfollow();
     const { table, key } = this.target;
     // the listener never holds an event back: the hub's queue holds only a burst, bounded in bytes too
-    const options = { state: false, maxQueue: this.gw._o.maxQueue, maxQueueBytes: this.gw._o.maxClientBytes, overflow: 'log' };
+    const options = { state: false, maxQueue: this.ctx.config.maxQueue, maxQueueBytes: this.ctx.config.maxClientBytes, overflow: 'log' };
     if (after !== null) options.after = after;
-    const sub = this.gw.hub.follow({ table, key }, options);
+    const sub = this.ctx.hub.follow({ table, key }, options);
     this.sub = sub;
     sub.on('event', (event) => {
       if (this.sub !== sub || this.stopped) return;
       this.stream = sub.stream; // the stream as the database names it (known before its first event)
       onEvent(event);
     });
-    sub.on('error', (err) => this.gw._log('warn', `${this.target.stream}: ${err.message}`));
+    sub.on('error', (err) => this.ctx.log('warn', `${this.target.stream}: ${err.message}`));
     sub.on('resync', (r) => {
       if (r.reason !== 'diverged') return;
-      this.gw._frames.forget(sub.stream); // before the snapshot that follows is framed
-      this.gw._log('warn', `${this.target.stream}: the database lost event ${r.previousSeq} after it was sent (a failover): a snapshot at seq ${r.seq}`);
+      this.ctx.frames.forget(sub.stream); // before the snapshot that follows is framed
+      this.ctx.log('warn', `${this.target.stream}: the database lost event ${r.previousSeq} after it was sent (a failover): a snapshot at seq ${r.seq}`);
     });
     sub.ready.then(() => {
       if (this.sub === sub) this.stream = sub.stream; // the stream's name as the database gives it
@@ -208,7 +209,7 @@ class Follower {
         this.catching = false;
         this.conn.clear(mark);
         this.conn.release();
-        this.gw.stats.crossed_ends++;
+        this.ctx.counters.add('crossed_ends');
         this._unfollow();
         this._begin(null);
         return;
@@ -237,8 +238,8 @@ class Follower {
     const f = this._frameOf(event);
     if (!f.ok) {
       // an event @ag-ui/client would refuse: a fresh snapshot instead
-      this.gw.stats.refused_events++;
-      this.gw._log('warn', `${this.target.stream}: not sent, a fresh snapshot instead: ${f.reason}`);
+      this.ctx.counters.add('refused_events');
+      this.ctx.log('warn', `${this.target.stream}: not sent, a fresh snapshot instead: ${f.reason}`);
       this._unfollow();
       this._begin(null);
       return;
@@ -266,19 +267,15 @@ class Follower {
     // a prelude may queue nothing (a reconnect that is up to date, of a
     // state with no conversation): the owner's preface goes out anyway,
     // and with it the response's status
-    if (!this.started) {
-      this.started = true;
-      const preface = this.on.preface();
-      if (preface) this.conn.push(preface);
-    }
+    this.preface();
     if (this.on.prelude) this.on.prelude();
   }
 
   _delta(event, seq) {
     if (this.paths.length === 0) return;
     const base = this.proj || {};
-    const max = this.gw._o.maxStateBytes;
-    const r = this.gw._frames.next(event, base, () => applyDelta(base, event.delta, this.paths, { max }));
+    const max = this.ctx.config.maxStateBytes;
+    const r = this.ctx.frames.next(event, base, () => applyDelta(base, event.delta, this.paths, { max }));
     if (r.tooLarge) {
       this._tooLarge(seq, r.bytes);
       return;
@@ -305,7 +302,7 @@ class Follower {
 
   /** The checked frame of an event of the followed stream (shared with the stream's other readers). */
   _frameOf(event) {
-    return this.gw._frames.frameOf(event, this.stream);
+    return this.ctx.frames.frameOf(event, this.stream);
   }
 
   /** Queue a stream event's frame; false (and the overflow handled) when the client holds too much. */
@@ -319,13 +316,17 @@ class Follower {
     return true;
   }
 
+  /** The owner's preface (RUN_STARTED), queued unless it went out already. */
+  preface() {
+    if (this.started) return;
+    this.started = true;
+    const entry = this.on.preface();
+    if (entry) this.conn.push(entry);
+  }
+
   /** Queue a frame entry, after the owner's preface if it is the first; false on overflow (handled). */
   _emit(entry, must = false) {
-    if (!this.started) {
-      this.started = true;
-      const preface = this.on.preface();
-      if (preface) this.conn.push(preface);
-    }
+    this.preface();
     if (this.conn.push(entry, must)) return true;
     this._overflow();
     return false;
@@ -334,11 +335,11 @@ class Follower {
   /** The projection of the state at seq; false (and the follower failed) when it is larger than maxStateBytes. */
   _setState(seq, state) {
     if (this.paths.length === 0) return true;
-    const shared = this.gw._frames.shared(this.stream, seq, `projection\u0000${this.table.name}`, () => {
+    const shared = this.ctx.frames.shared(this.stream, seq, `projection\u0000${this.table.name}`, () => {
       const doc = project(state, this.paths);
       return { doc, bytes: measure(doc) };
     });
-    if (shared.bytes > this.gw._o.maxStateBytes) {
+    if (shared.bytes > this.ctx.config.maxStateBytes) {
       this._tooLarge(seq, shared.bytes);
       return false;
     }
@@ -364,9 +365,9 @@ class Follower {
    */
   _tooLarge(seq, bytes) {
     const err = new Error(`the conversation and interrupts of ${this.stream} would be ${bytes} bytes or more at seq ${seq}, ` +
-      `past the gateway's maxStateBytes (${this.gw._o.maxStateBytes})`);
+      `past the gateway's maxStateBytes (${this.ctx.config.maxStateBytes})`);
     err.agui = 'hxstate_state_too_large';
-    this.gw._log('warn', err.message);
+    this.ctx.log('warn', err.message);
     this._unfollow();
     this.on.fail(err);
     this.stop();
@@ -401,11 +402,11 @@ class Follower {
     }
     if (!changed && this.sentMessages !== UNKNOWN && this.sentMessages !== NONE
       && (this.sentMessages === value || isDeepStrictEqual(this.sentMessages, value))) return;
-    const entry = this.gw._frames.shared(stream, seq, `messages\u0000${this.table.name}`, () => {
+    const entry = this.ctx.frames.shared(stream, seq, `messages\u0000${this.table.name}`, () => {
       const { messages, dropped } = messagesOf(value);
       if (dropped > 0) {
-        this.gw.stats.dropped_messages += dropped;
-        this.gw._log('warn', `${stream}: ${dropped} message(s) at seq ${seq} are not AG-UI messages, left out of MESSAGES_SNAPSHOT`);
+        this.ctx.counters.add('dropped_messages', dropped);
+        this.ctx.log('warn', `${stream}: ${dropped} message(s) at seq ${seq} are not AG-UI messages, left out of MESSAGES_SNAPSHOT`);
       }
       return frameFor({ type: 'MESSAGES_SNAPSHOT', messages, timestamp: Date.now(), metadata: { stream, seq } });
     });
@@ -418,13 +419,13 @@ class Follower {
 
   /** The client holds too much: drop its queue, and start again once it has taken what was being written. */
   _overflow() {
-    this.gw.stats.overflows++;
+    this.ctx.counters.add('overflows');
     this._unfollow();
     this.conn.clear(0);
     this.conn.release();
     this.sentMessages = UNKNOWN; // the conversation queued last may have been dropped
     // a catch-up that does not fit gets a snapshot (the log would not fit either)
-    const log = this.gw._o.overflow === 'log' && !this.catching && this.conn.seq !== null;
+    const log = this.ctx.config.overflow === 'log' && !this.catching && this.conn.seq !== null;
     this.catching = false;
     this.conn.whenIdle(() => {
       if (this.stopped) return;

@@ -12,26 +12,23 @@
 //   GET  /assets/view.js|view.css        its script and style (views.js)
 //   GET  /healthz                        {"ok": true, "transport": ...}; nothing of any state
 //
-// This file is the coordinator: options, the order in which a request is
-// checked (limits.js: what a client may spend), and closing.  Every
-// response for a stream is one Follower (follow.js) on the hub, writing to
-// one SseResponse (sse.js: what a client may hold, in bytes).
+// This file is the coordinator: the options, the context object every
+// module and request handler is given (context.js: config, hub, caches,
+// bounds), starting and closing.  A request is checked and served by
+// router.js; every response for a stream is one Follower (follow.js) on
+// the hub, writing to one SseResponse (sse.js: what a client may hold, in
+// bytes).
 const { HxHub } = require('hxstate-client');
 const { HttpError, ClientSlots, BodyReader } = require('./limits');
-const { tokenAuthorizer, SCOPES } = require('./token');
+const { tokenAuthorizer } = require('./token');
 const { Machines, clientFor } = require('./machines');
-const { normaliseTables, streamPrefixes, prefixClash } = require('./config');
-const { capabilitiesOf } = require('./agui');
+const { Tables, normaliseTables, streamPrefixes, prefixClash } = require('./config');
 const { FrameCache } = require('./frames');
-const { serveStream } = require('./stream');
-const { serveRun } = require('./run');
-const { parseInput } = require('./input');
 const { RunSlots } = require('./runs');
-const { loadAssets, serveAsset, serveView, servePhases } = require('./views');
-const { version } = require('../package.json');
-
-const KEY_MAX_BYTES = 1024;
-const ROUTES = ['streams', 'agents', 'view', 'phases', 'assets', 'healthz', 'capabilities'];
+const { loadAssets } = require('./views');
+const { createContext } = require('./context');
+const { route } = require('./router');
+const { refuse } = require('./respond');
 
 const DEFAULTS = {
   tables: ['sessions'],
@@ -67,124 +64,101 @@ function defaultLog(level, message) {
   if (level === 'error' || level === 'warn') console.error(`hxstate-gateway: ${message}`);
 }
 
-// How long, and how many bytes, a refused request's connection goes on
-// being read (and what arrives dropped) after its response, before the
-// gateway closes it.
-const LINGER_MS = 5000;
-const LINGER_BYTES = 16 * 1024 * 1024;
-
-/**
- * A lingering close for a connection whose request body the gateway
- * refused or will not read (401, 403, 404, 413, 408, 503... with
- * Connection: close).  node:http closes such a socket as soon as the
- * response is written; a client still sending its body then gets a reset,
- * and most clients (Node's among them) report the reset and drop the
- * response they have not read yet, so they never see the status or its
- * Retry-After.  Instead our side half-closes after the response, goes on
- * reading and dropping what the client sends, and destroys the socket
- * when the client closes, after LINGER_MS, or once LINGER_BYTES more have
- * come: a refused body costs neither the time nor the bytes it would take
- * to read (300 MB a client sends as fast as it can, a body that trickles
- * for minutes).
- */
-function lingeringClose(socket) {
-  socket.destroySoon = function destroySoon() { // what node:http calls once the response is written
-    this.end();
-    let bytes = 0;
-    this.on('data', (chunk) => {
-      bytes += chunk.length;
-      if (bytes > LINGER_BYTES) this.destroy();
-    });
-    this.resume();
-    const timer = setTimeout(() => this.destroy(), LINGER_MS);
-    timer.unref();
-    this.once('close', () => clearTimeout(timer));
-  };
-}
-
-/** Has req a body that has not been read (and so would be, to keep the connection)? */
-function unreadBody(req) {
-  if (!req || req.complete || req.readableEnded) return false;
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+/** The options with their defaults, checked; TypeError for a bad one. */
+function configOf(options) {
+  const o = { ...DEFAULTS, ...(options || {}) };
+  if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
+  for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout',
+    'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes']) positiveInt(o, name);
+  if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal, json})');
+  if (typeof o.authorize !== 'function') {
+    if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
+    else throw new TypeError('hxstate-gateway: give options.authorize (a function of the request and the stream) or options.secret (signed tokens)');
+  }
+  return Object.freeze(o);
 }
 
 class Gateway {
   constructor(options) {
-    const o = { ...DEFAULTS, ...(options || {}) };
-    if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
-    for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout',
-      'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes']) positiveInt(o, name);
-    if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal})');
-    if (typeof o.authorize !== 'function') {
-      if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
-      else throw new TypeError('hxstate-gateway: give options.authorize (a function of the request and the stream) or options.secret (signed tokens)');
-    }
-    this._o = o;
-    this.tables = normaliseTables(o.tables, { messages: o.messages, interrupt: o.interrupt });
-    this._tables = new Map(this.tables.map((t) => [t.name, t]));
-    this._log = o.log || defaultLog;
-    this._clientId = o.clientId || defaultClientId;
-    this._ownHub = !o.hub;
-    const sources = this.tables.filter((t) => t.source);
-    const hubOptions = { pg: o.pg, transport: o.transport || 'auto', maxQueue: o.maxQueue, ...(o.hubOptions || {}) };
+    const config = configOf(options);
+    const tables = new Tables(normaliseTables(config.tables, { messages: config.messages, interrupt: config.interrupt }));
+    const log = config.log || defaultLog;
+    this._ownHub = !config.hub;
+    const sources = tables.list.filter((t) => t.source);
+    const hubOptions = { pg: config.pg, transport: config.transport || 'auto', maxQueue: config.maxQueue, ...(config.hubOptions || {}) };
     if (sources.length > 0) hubOptions.sources = { ...(hubOptions.sources || {}), ...Object.fromEntries(sources.map((t) => [t.name, t.source])) };
     // with a hub of yours, its sources are yours to give (HxHub's sources option)
-    this.hub = o.hub || new HxHub(hubOptions);
-    const started = this._ownHub ? this.hub.start() : Promise.resolve();
+    const hub = config.hub || new HxHub(hubOptions);
+    const started = this._ownHub ? hub.start() : Promise.resolve();
     if (this._ownHub) {
-      this.hub.on('error', (err) => this._log('warn', `hub: ${err.message}`));
-      this.hub.on('transport', ({ transport, reason }) => this._log('info', `following over ${transport}${reason ? ` (${reason})` : ''}`));
+      hub.on('error', (err) => log('warn', `hub: ${err.message}`));
+      hub.on('transport', ({ transport, reason }) => log('info', `following over ${transport}${reason ? ` (${reason})` : ''}`));
     }
+    this._closing = null;
+    this._ctx = createContext({
+      config,
+      log,
+      hub,
+      tables,
+      frames: new FrameCache(), // this gateway's own: shared by its responses only
+      machines: new Machines({
+        pg: config.phasePg || config.pg,
+        interval: config.phaseInterval,
+        onError: (err) => log('warn', `phases: ${err.message}`),
+      }),
+      assets: loadAssets(),
+      slots: new ClientSlots(config.maxPerClient),
+      bodies: new BodyReader({ maxBody: config.maxBody, maxBodyTotal: config.maxBodyTotal, bodyMs: config.bodyTimeout }),
+      runs: new RunSlots({ perToken: config.maxRunsPerToken, total: config.maxRuns }),
+      clientId: config.clientId || defaultClientId,
+      closing: () => this._closing !== null,
+    });
     // a gateway that cannot start lets go of what it started
     this.ready = Promise.all([started, this._checkPrefixes()]).then(() => undefined, async (err) => {
-      if (this._ownHub) await this.hub.stop().catch(() => {});
+      if (this._ownHub) await hub.stop().catch(() => {});
       throw err;
     });
     this.ready.catch(() => {});
-    this._machines = new Machines({
-      pg: o.phasePg || o.pg,
-      interval: o.phaseInterval,
-      onError: (err) => this._log('warn', `phases: ${err.message}`),
-    });
-    this._conns = new Set();
-    this._slots = new ClientSlots(o.maxPerClient);
-    this._bodies = new BodyReader({ maxBody: o.maxBody, maxBodyTotal: o.maxBodyTotal, bodyMs: o.bodyTimeout });
-    this._runs = new RunSlots({ perToken: o.maxRunsPerToken, total: o.maxRuns });
-    this._closing = null;
-    this._assets = loadAssets();
-    this._frames = new FrameCache(); // this gateway's own: shared by its responses only
-    const beat = Math.max(50, Math.floor(Math.min(o.heartbeat, o.stallTimeout) / 2));
+    const beat = Math.max(50, Math.floor(Math.min(config.heartbeat, config.stallTimeout) / 2));
     this._beat = setInterval(() => {
       const now = Date.now();
-      for (const c of this._conns) c.tick(now);
+      for (const c of this._ctx.responses) c.tick(now);
     }, beat);
     this._beat.unref();
-    /** Counters, for monitoring and tests. */
-    this.stats = {
-      streams: 0, runs: 0, views: 0, // open now
-      frames: 0, heartbeats: 0, refused_events: 0,
-      overflows: 0, stalled: 0, crossed_ends: 0, dropped_messages: 0,
-      status: { 204: 0, 400: 0, 401: 0, 403: 0, 404: 0, 405: 0, 408: 0, 409: 0, 413: 0, 429: 0, 500: 0, 503: 0 },
-    };
     this.handler = this.handler.bind(this);
   }
 
+  /** Counters, for monitoring and tests. */
+  get stats() { return this._ctx.counters.values; }
+
+  /** The tables' configuration, [{name, messages, interrupt, source}]. */
+  get tables() { return this._ctx.tables.list; }
+
+  /** The HxHub that follows the streams. */
+  get hub() { return this._ctx.hub; }
+
   /** Open SSE responses now. */
-  get clients() { return this._conns.size; }
+  get clients() { return this._ctx.responses.size; }
+
+  /** The SSE responses open now ({kind, held, maxHeld, res, ...}), for monitoring and tests. */
+  get responses() { return [...this._ctx.responses]; }
 
   /** Bytes of request bodies being read now. */
-  get bodyBytes() { return this._bodies.inFlight; }
+  get bodyBytes() { return this._ctx.bodies.inFlight; }
+
+  /** Open responses (and POSTs being read) counted for a client (clientId's value). */
+  openFor(clientId) { return this._ctx.slots.count(clientId); }
 
   /**
-   * Each table's stream prefix, as the database names its streams (see
-   * config.js), for the names the gateway reports; refuse to serve two
-   * tables whose streams would be one.
+   * Each table's stream prefix, as the database names its streams
+   * (streamPrefixes), for the names the gateway reports; refuse to serve
+   * two tables whose streams would be one.
    */
   async _checkPrefixes() {
-    const plain = this.tables.filter((t) => !t.source);
+    const { config, tables } = this._ctx;
+    const plain = tables.list.filter((t) => !t.source);
     if (plain.length === 0) return;
-    const client = await clientFor(this._o.phasePg || this._o.pg);
+    const client = await clientFor(config.phasePg || config.pg);
     await client.connect();
     let prefixes;
     try {
@@ -194,234 +168,24 @@ class Gateway {
     }
     const clash = prefixClash(prefixes);
     if (clash) throw new Error(`hxstate-gateway: ${clash}`);
-    this.prefixes = prefixes;
+    tables.learn(prefixes);
   }
-
-  // -- requests ------------------------------------------------------------
 
   /**
    * The request handler: (req, res) for node:http, (req, res, next) for
    * Connect/Express (a path that is not the gateway's goes to next).
    */
   handler(req, res, next) {
-    this._route(req, res, next).catch((err) => {
+    const ctx = this._ctx;
+    route(ctx, req, res, next).catch((err) => {
       if (err instanceof HttpError) {
-        this._refuse(res, err.status, err.message, err.headers, err.code);
+        refuse(ctx, res, err.status, err.message, err.headers, err.code);
         return;
       }
-      this._log('error', `${req.method} ${req.url}: ${err.stack || err.message}`);
-      this._refuse(res, 500, 'internal error');
+      ctx.log('error', `${req.method} ${req.url}: ${err.stack || err.message}`);
+      refuse(ctx, res, 500, 'internal error');
     });
   }
-
-  async _route(req, res, next) {
-    let url;
-    try {
-      url = new URL(req.url, 'http://gateway.invalid');
-    } catch (err) {
-      throw new HttpError(400, 'malformed URL');
-    }
-    const parts = url.pathname.split('/');
-    const route = parts[1];
-    if (!ROUTES.includes(route)) {
-      if (typeof next === 'function') return next();
-      throw new HttpError(404, 'not found');
-    }
-    if (this._closing) throw new HttpError(503, 'the gateway is closing');
-    if (req.method === 'OPTIONS' && this._o.cors) {
-      res.writeHead(204, {
-        ...this._corsHeaders(),
-        'access-control-allow-methods': 'GET, POST, OPTIONS',
-        'access-control-allow-headers': 'authorization, content-type, accept, last-event-id',
-        'access-control-max-age': '600',
-      });
-      res.end();
-      return undefined;
-    }
-    if (route === 'healthz' && parts.length === 2) {
-      return this._json(res, 200, { ok: true, transport: this.hub.transport, clients: this.clients });
-    }
-    if (route === 'assets' && parts.length === 3) {
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'GET only', { allow: 'GET, HEAD' });
-      if (serveAsset(this._assets, req, res, parts[2])) return undefined;
-      throw new HttpError(404, 'not found');
-    }
-    const capabilities = (route === 'capabilities' && parts.length === 3) || (route === 'agents' && parts.length === 5 && parts[4] === 'capabilities');
-    if (capabilities) {
-      // what a table's agent offers names its paths and its source
-      // function: for whoever may read the table (a key's token, or the
-      // table's), not for anyone
-      const table = this._table(parts[2]);
-      const target = route === 'agents'
-        ? { ...this._target(route, parts.slice(0, 4), url), kind: 'capabilities' }
-        : { table: table.name, key: null, stream: null, kind: 'capabilities', url };
-      if (req.method !== 'GET') throw new HttpError(405, 'GET only', { allow: 'GET' });
-      this._need(await this._authorize(req, target), 'read');
-      return this._json(res, 200, capabilitiesOf(table, { hook: !!this._o.run, maxRunMs: this._o.maxRunMs, version }));
-    }
-    const target = this._target(route, parts, url);
-    const method = route === 'agents' ? 'POST' : 'GET';
-    if (req.method !== method) throw new HttpError(405, `${method} only`, { allow: method });
-    const after = route === 'streams' || route === 'agents' ? this._lastEventId(req, url) : null;
-    const grant = await this._authorize(req, target);
-    // a POST /agents needs read, run or resume as its body says (below)
-    if (route !== 'agents') this._need(grant, 'read');
-    if (route === 'view') return serveView(this._assets, req, res, target);
-    // counted from here, before any body: a POST holds its place as it arrives
-    const clientId = this._clientId(req);
-    const release = this._slots.take(clientId);
-    const table = this._tables.get(target.table);
-    let slot = null;
-    try {
-      if (route === 'agents') {
-        const body = await this._bodies.read(req);
-        if (this._closing) throw new HttpError(503, 'the gateway is closing');
-        const { input, json, maxDurationMs } = parseInput(body, { hook: this._o.run, maxDepth: this._o.maxInputDepth });
-        const calls = this._o.run && after === null; // does this run call the run hook?
-        this._need(grant, !calls ? 'read' : input.resume && input.resume.length > 0 ? 'resume' : 'run');
-        // a run that calls the hook holds a place of its thread, its token and all runs
-        if (calls) {
-          slot = await this._runs.take(`${target.table}\u0000${target.key}`, grant.principal || `client:${clientId}`, target.stream);
-          if (this._closing) throw new HttpError(503, 'the gateway is closing');
-        }
-        return serveRun(this, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes: grant.scopes });
-      }
-      if (route === 'phases') return servePhases(this, req, res, { target, clientId, release });
-      return serveStream(this, req, res, { target, table, clientId, release, after });
-    } catch (err) {
-      release();
-      if (slot) slot.ended();
-      throw err;
-    }
-  }
-
-  /** The configuration of the URL's table (percent-encoded); 404 if it is not served. */
-  _table(segment) {
-    let name;
-    try {
-      name = decodeURIComponent(segment);
-    } catch (err) {
-      throw new HttpError(400, 'malformed URL');
-    }
-    const table = this._tables.get(name);
-    if (!table) throw new HttpError(404, `no such table: ${name}`);
-    return table;
-  }
-
-  /** {table, key, stream, kind, url} of /<route>/<table>/<key>; 404 or 400 if not one. */
-  _target(route, parts, url) {
-    if (parts.length !== 4 || parts[2] === '' || route === 'assets' || route === 'healthz' || route === 'capabilities') {
-      throw new HttpError(404, 'not found');
-    }
-    let key;
-    try {
-      key = decodeURIComponent(parts[3]);
-    } catch (err) {
-      throw new HttpError(400, 'malformed key: not a percent-encoded UTF-8 string');
-    }
-    const table = this._table(parts[2]).name;
-    if (key === '') throw new HttpError(400, 'malformed key: empty');
-    if (key.includes('\u0000')) throw new HttpError(400, 'malformed key: it contains a NUL character');
-    if (Buffer.byteLength(key) > KEY_MAX_BYTES) throw new HttpError(400, `malformed key: longer than ${KEY_MAX_BYTES} bytes`);
-    // a table's streams are <prefix>:<key> as the database names them; a
-    // source's name is its function's, known once the stream is followed
-    const prefix = this.prefixes && this.prefixes.get(table);
-    return { table, key, stream: `${prefix || table}:${key}`, kind: route === 'agents' ? 'run' : route === 'streams' ? 'stream' : 'view', url };
-  }
-
-  /** The seq to resume after: Last-Event-ID (or ?lastEventId=), a seq; null for none. */
-  _lastEventId(req, url) {
-    let v = req.headers['last-event-id'];
-    if (v === undefined) v = url.searchParams.get('lastEventId');
-    if (v === undefined || v === null) return null;
-    v = String(v).trim();
-    if (!/^(0|[1-9][0-9]{0,15})$/.test(v) || !Number.isSafeInteger(Number(v))) {
-      throw new HttpError(400, 'malformed Last-Event-ID: not a seq');
-    }
-    return Number(v);
-  }
-
-  /**
-   * What the authorize hook grants the request: {principal, scopes,
-   * limited} (principal: whom its runs count against, a token, or null
-   * for the client's address; scopes: what it may do, every scope when
-   * the hook said true; limited: why scopes were cut, if they were);
-   * HttpError 401 or 403 when it refuses.
-   */
-  async _authorize(req, target) {
-    let r;
-    try {
-      r = await this._o.authorize(req, target);
-    } catch (err) {
-      if (err && (err.status === 401 || err.status === 403)) throw new HttpError(err.status, err.message);
-      throw err;
-    }
-    if (r === true) return { principal: null, scopes: SCOPES, limited: null };
-    if (r && typeof r === 'object' && r.ok === true) {
-      return {
-        principal: typeof r.principal === 'string' ? r.principal : null,
-        scopes: Array.isArray(r.scopes) ? r.scopes.filter((x) => SCOPES.includes(x)) : SCOPES,
-        limited: typeof r.limited === 'string' ? r.limited : null,
-      };
-    }
-    if (r && (r.status === 401 || r.status === 403)) throw new HttpError(r.status, r.message || (r.status === 401 ? 'unauthorized' : 'forbidden'));
-    throw new HttpError(403, 'forbidden');
-  }
-
-  /** 403 unless the grant has scope. */
-  _need(grant, scope) {
-    if (grant.scopes.includes(scope)) return;
-    throw new HttpError(403, `the token does not grant ${scope}${grant.limited ? `: ${grant.limited}` : ''}`);
-  }
-
-  // -- responses -------------------------------------------------------------
-
-  _corsHeaders() {
-    return this._o.cors ? { 'access-control-allow-origin': this._o.cors, vary: 'origin' } : {};
-  }
-
-  _refuse(res, status, message, extra, code) {
-    if (this.stats.status[status] !== undefined) this.stats.status[status]++;
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    const headers = {
-      'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff',
-      ...this._corsHeaders(), ...(extra || {}),
-    };
-    if (status === 401) headers['www-authenticate'] = 'Bearer realm="hxstate"';
-    // a body that will not be read: answer now, and close the connection
-    // (lingeringly) rather than read it to keep the connection
-    if (unreadBody(res.req)) headers.connection = 'close';
-    res.writeHead(status, headers);
-    const body = { error: message || String(status) };
-    if (code !== undefined) body.code = code;
-    res.end(status === 204 ? undefined : JSON.stringify(body));
-    if (headers.connection === 'close' && res.socket) lingeringClose(res.socket);
-  }
-
-  _json(res, status, value) {
-    res.writeHead(status, {
-      'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'x-content-type-options': 'nosniff',
-      ...this._corsHeaders(),
-    });
-    res.end(JSON.stringify(value));
-  }
-
-  _track(conn, release) {
-    this._conns.add(conn);
-    conn.releaseSlot = release;
-    this.stats[conn.kind === 'run' ? 'runs' : conn.kind === 'stream' ? 'streams' : 'views']++;
-  }
-
-  _forget(conn) {
-    if (!this._conns.delete(conn)) return;
-    if (conn.releaseSlot) conn.releaseSlot();
-    this.stats[conn.kind === 'run' ? 'runs' : conn.kind === 'stream' ? 'streams' : 'views']--;
-  }
-
-  // -- closing ---------------------------------------------------------------
 
   /**
    * Close: every open response ends (RUN_FINISHED, reason
@@ -432,14 +196,12 @@ class Gateway {
   close() {
     if (this._closing) return this._closing;
     clearInterval(this._beat);
+    const ctx = this._ctx;
     this._closing = (async () => {
-      for (const c of [...this._conns]) {
-        if (c.finish) c.finish();
-        else c.end();
-      }
-      await this._machines.close();
+      for (const c of [...ctx.responses]) c.finish();
+      await ctx.machines.close();
       await this.ready.catch(() => {});
-      if (this._ownHub) await this.hub.stop();
+      if (this._ownHub) await ctx.hub.stop();
     })();
     return this._closing;
   }
@@ -454,4 +216,4 @@ function createGateway(options) {
   return new Gateway(options);
 }
 
-module.exports = { createGateway, Gateway };
+module.exports = { createGateway, Gateway, DEFAULTS };

@@ -79,12 +79,10 @@ const { statusOf, finishedEntry, PROTOCOL_VERSION } = require('./stream');
 // its signal aborts.
 const INTERRUPT_GRACE_MS = 5000;
 
-function serveRun(gw, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes }) {
-  const conn = new SseResponse(gw, req, res, 'run', clientId);
-  gw._track(conn, release);
-  conn.seq = after;
+function serveRun(ctx, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes }) {
+  const conn = new SseResponse(ctx, req, res, { kind: 'run', clientId, release, seq: after });
   const { threadId, runId } = input;
-  const hook = after === null ? gw._o.run : null;
+  const hook = after === null ? ctx.config.run : null;
   const answered = new Set((input.resume || []).map((r) => r.interruptId));
   const controller = new AbortController();
   let hookState = hook ? 'waiting' : 'none'; // waiting | running | done
@@ -121,10 +119,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     f.stop();
     stopProbe();
     abort(reason);
-    if (!f.started) {
-      f.started = true;
-      conn.push(started());
-    }
+    f.preface();
     conn.push(entry);
     conn.end();
   };
@@ -146,7 +141,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
   // hx.interrupts event, in the prelude when there are and whenever they
   // change, and the run goes on: the application that runs the agent
   // answers them, and the run shows the agent going on.
-  const reports = !gw._o.run;
+  const reports = !ctx.config.run;
   let reported = '[]';
   const report = (list) => {
     const text = JSON.stringify(list);
@@ -178,7 +173,7 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
       // the stream's head now: once sent, the run is complete.  The probe
       // is stopped once it is ready (its snapshot handed out), not in its
       // listener: stopping it there would reject its ready
-      const sub = gw.hub.follow({ table: target.table, key: target.key }, { state: false });
+      const sub = ctx.hub.follow({ table: target.table, key: target.key }, { state: false });
       probe = sub;
       let head = null;
       sub.once('event', (event) => { head = event.metadata.seq; });
@@ -193,16 +188,16 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
     }, (err) => {
       hookState = 'done';
       if (finished) {
-        gw._log('warn', `${target.stream}: run ${runId} failed after it finished: ${err && err.message}`);
+        ctx.log('warn', `${target.stream}: run ${runId} failed after it finished: ${err && err.message}`);
         return;
       }
-      gw._log('warn', `${target.stream}: run ${runId} failed: ${err && (err.stack || err.message)}`);
+      ctx.log('warn', `${target.stream}: run ${runId} failed: ${err && (err.stack || err.message)}`);
       error(err && err.expose === true ? String(err.message) : 'the run failed',
         err && typeof err.code === 'string' && err.code !== '' ? err.code : 'hxstate_run_failed');
     });
   };
 
-  const f = new Follower(gw, target, table, conn, {
+  const f = new Follower(ctx, target, table, conn, {
     preface: started,
     prelude: () => {
       const pending = f.interrupts;
@@ -241,17 +236,17 @@ function serveRun(gw, req, res, { target, table, clientId, release, after, input
       error(err.message, err.agui || 'hxstate_failed');
     },
   });
-  const limits = [gw._o.maxRunMs, maxDurationMs].filter((ms) => ms > 0);
+  const limits = [ctx.config.maxRunMs, maxDurationMs].filter((ms) => ms > 0);
   const cancelled = hook ? { type: 'cancelled' } : { type: 'success' };
   if (limits.length > 0) timer = setTimeout(() => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'max_duration'), Math.min(...limits));
-  conn.onClose = () => {
+  conn.onClosed(() => {
     clearTimeout(timer);
     f.stop();
     stopProbe();
     abort('client_closed'); // the client went away (or, after the run's end, a no-op)
     finished = true;
-  };
-  conn.finish = () => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'gateway_closed');
+  });
+  conn.onFinish(() => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'gateway_closed'));
   f.start(after);
 }
 

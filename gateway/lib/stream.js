@@ -38,10 +38,8 @@ function finishedEntry(threadId, id, outcome, result) {
   return { ...frameFor({ type: 'RUN_ERROR', message: f.reason, code: 'hxstate_gateway', timestamp: Date.now() }), keep: true };
 }
 
-function serveStream(gw, req, res, { target, table, clientId, release, after }) {
-  const conn = new SseResponse(gw, req, res, 'stream', clientId);
-  gw._track(conn, release);
-  conn.seq = after;
+function serveStream(ctx, req, res, { target, table, clientId, release, after }) {
+  const conn = new SseResponse(ctx, req, res, { kind: 'stream', clientId, release, seq: after });
   const threadId = target.stream;
   const id = runId();
   let finished = false;
@@ -49,16 +47,13 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
     if (finished || conn.closed) return;
     finished = true;
     f.stop();
-    if (!f.started) {
-      f.started = true;
-      conn.push(started());
-    }
+    f.preface();
     conn.push(finishedEntry(threadId, id, { type: 'success' },
       { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
     conn.end();
   };
   const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId: id, protocolVersion: PROTOCOL_VERSION, timestamp: Date.now() }), keep: true });
-  const f = new Follower(gw, target, table, conn, {
+  const f = new Follower(ctx, target, table, conn, {
     preface: started,
     end: (event) => finish('stream_end', { end: event.value === undefined ? null : event.value }),
     gone: () => {
@@ -75,16 +70,13 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
         return;
       }
       finished = true;
-      if (!f.started) {
-        f.started = true;
-        conn.push(started());
-      }
+      f.preface();
       conn.push({ ...frameFor({ type: 'RUN_ERROR', message: err.message, code: err.agui || 'hxstate_failed', timestamp: Date.now() }), keep: true });
       conn.end();
     },
   });
-  conn.onClose = () => f.stop();
-  conn.finish = () => finish('gateway_closed');
+  conn.onClosed(() => f.stop());
+  conn.onFinish(() => finish('gateway_closed'));
   f.start(after);
 }
 

@@ -19,7 +19,7 @@ async function main() {
   process.on('message', async (m) => {
     if (m === 'stats') {
       if (global.gc) global.gc();
-      const conns = [...gateway._conns];
+      const conns = gateway.responses;
       process.send({
         stats: gateway.stats,
         clients: gateway.clients,

@@ -58,6 +58,8 @@ class BodyReader {
 
   /** The body of req as a Buffer; HttpError 413, 408 or 503 (and the socket is closed) when over a bound. */
   read(req) {
+    // the client went away while its request was checked: no 'close' will come
+    if (req.destroyed) return Promise.reject(new HttpError(400, 'the client went away before its body arrived'));
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > this.maxBody) {
       req.resume(); // discard it as it comes; the response closes the connection

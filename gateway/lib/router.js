@@ -85,6 +85,8 @@ async function authorize(ctx, req, target) {
   }
   if (r === true) return { principal: null, scopes: SCOPES, limited: null };
   if (r && typeof r === 'object' && r.ok === true) {
+    // a grant the gateway cannot read is the hook's bug: 500, logged, never every scope
+    if (r.scopes !== undefined && !Array.isArray(r.scopes)) throw new Error(`the authorize hook granted scopes that are not an array: ${JSON.stringify(r.scopes)}`);
     return {
       principal: typeof r.principal === 'string' ? r.principal : null,
       scopes: Array.isArray(r.scopes) ? r.scopes.filter((x) => SCOPES.includes(x)) : SCOPES,

@@ -71,6 +71,10 @@ class SseResponse {
     res.on('drain', this._drain);
     res.on('close', () => this._closed());
     ctx.responses.add(this, release);
+    // a client that went away while its request was checked (an
+    // authorize hook that took its time): its response is over already,
+    // and no 'close' will come (once its owner has set its handlers)
+    if (res.destroyed) queueMicrotask(() => this._closed());
   }
 
   /** fn() once the response is over: the client went away, or it ended. */

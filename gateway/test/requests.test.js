@@ -204,3 +204,42 @@ test('capabilities need a token that may read the table: 401 without one', async
     await g.close();
   }
 });
+
+test('a client that goes away while its request is checked holds nothing: no response, no place, no run', async () => {
+  await db.query("INSERT INTO sessions (session_id, user_id, state) VALUES ('gone', 'u', '{}')");
+  let calls = 0;
+  const g = await t.startGateway(DB, {
+    appName: 'hx-gateway-requests-gone',
+    secret: undefined,
+    // an authorize hook that takes its time (a session store, say)
+    authorize: async () => {
+      await t.sleep(300);
+      return true;
+    },
+    run: () => { calls++; },
+  });
+  try {
+    for (const method of ['GET', 'POST']) {
+      const c = t.sse(`${g.base}/${method === 'GET' ? 'streams' : 'agents'}/sessions/gone`, {
+        method, headers: { 'content-type': 'application/json' },
+        body: method === 'POST' ? JSON.stringify({ threadId: 't', runId: 'r', messages: [] }) : undefined,
+      });
+      await t.sleep(100);
+      c.close(); // before the hook has answered
+      await t.sleep(600);
+      assert.equal(g.gw.clients, 0, `${method}: no response left open`);
+      assert.equal(g.gw.openFor('127.0.0.1'), 0, `${method}: the client's place given back`);
+    }
+    assert.equal(calls, 0, 'no run hook called for a client that went away');
+    // and the thread is free: a run now is served
+    const c = t.sse(`${g.base}/agents/sessions/gone`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ threadId: 't', runId: 'r', messages: [] }),
+    });
+    await t.ended(c);
+    assert.equal(c.events().at(-1).type, 'RUN_FINISHED');
+    assert.equal(calls, 1);
+  } finally {
+    await g.close();
+  }
+});

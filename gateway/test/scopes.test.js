@@ -127,3 +127,31 @@ test('the command mints scopes with --scope, and its live view\'s URL carries a 
   assert.equal(await status(post('waits', { token: viewToken, resume: RESUME })), 403);
   assert.equal(calls.length, n);
 });
+
+test('an authorize hook\'s grant: true is every scope, {ok, scopes} those scopes, scopes that are not an array a 500', async () => {
+  const grants = { all: true, read: { ok: true, scopes: ['read'] }, bad: { ok: true, scopes: 'run' }, none: { ok: true, scopes: [] } };
+  const logged = [];
+  const h = await t.startGateway(DB, {
+    appName: 'hx-gateway-scopes-hook', secret: undefined,
+    authorize: (req) => grants[req.headers['x-grant']],
+    run: (input, target) => { calls.push({ input, target }); },
+    log: (level, message) => { if (level === 'error') logged.push(message); },
+  });
+  try {
+    const n = calls.length;
+    const run = (grant) => t.sse(`${h.base}/agents/sessions/k`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-grant': grant },
+      body: JSON.stringify({ threadId: 't', runId: 'r', messages: [], forwardedProps: { hxstate: { maxDurationMs: 100 } } }),
+    });
+    assert.equal(await status(run('all')), 200);
+    assert.equal(await status(run('read')), 403);
+    assert.equal(await status(run('bad')), 500);
+    assert.match(logged.join('\n'), /scopes that are not an array: "run"/);
+    assert.equal(await status(run('none')), 403);
+    const follow = t.sse(`${h.base}/streams/sessions/k`, { headers: { 'x-grant': 'none' } });
+    assert.equal(await status(follow), 403, 'no scope, not even read');
+    assert.equal(calls.length, n + 1, 'the hook was called for the grant of every scope only');
+  } finally {
+    await h.close();
+  }
+});

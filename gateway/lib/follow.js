@@ -25,7 +25,17 @@
 // MESSAGES_SNAPSHOT (tables with a messages path) carries the conversation
 // after the event before it, and follows every event that changes the
 // conversation.  It has no SSE id: a reconnect resumes after the state
-// event before it, and always gets the conversation again.
+// event before it, and always gets the conversation again.  Only a state
+// with a conversation (an array at the path) gets one, and a snapshot
+// only when its conversation is not the one last queued; a conversation
+// this response sent that is gone gets one empty MESSAGES_SNAPSHOT.  It
+// goes with its state event whatever the client holds (sse.js), and
+// before the owner hears of the interrupts of the same event (which may
+// end the run: AG-UI wants the state and the messages before the
+// RUN_FINISHED that carries an interrupt).
+//
+// What is followed of a stream is bounded, maxStateBytes: a projection
+// past it ends the response with RUN_ERROR hxstate_state_too_large.
 //
 // The snapshot (m and the state at m) is read first, with a subscription
 // of its own; a reconnect that is behind then reads n+1 .. m with a second
@@ -39,11 +49,10 @@
 // once it has taken what was being written it starts again: from a fresh
 // snapshot (overflow 'snapshot', what a UI wants), or from the log after
 // the last seq it got (overflow 'log': every seq, later).
+const { isDeepStrictEqual } = require('node:util');
 const { frameFor } = require('./frames');
 const { project, measure, applyDelta } = require('./projection');
 const { messagesOf, interruptsOf, getPointer } = require('./agui');
-
-const { isDeepStrictEqual } = require('node:util');
 
 const STREAM_END = 'hx.stream_end';
 const UNKNOWN = Symbol('unknown'); // what the client has of the conversation is not known

@@ -10,12 +10,13 @@ const { parseTablesFlag } = require('./config');
 
 const USAGE = `usage:
   hxstate-gateway [serve] [options]      serve the tables' streams over HTTP
-  hxstate-gateway token <table>:<key> [--ttl seconds] [--scope LIST] [--base URL]
+  hxstate-gateway token <table>:<key> [--ttl seconds] [--scopes LIST] [--base URL]
                                          print a token for one key of a table
-  hxstate-gateway token <table> --all [--ttl seconds] [--scope LIST]
+  hxstate-gateway token <table> --all [--ttl seconds] [--scopes LIST]
                                          print a token for every key of a table
-  (--scope: read, run, resume, comma-separated (read); the live view's URL
-  that --base prints carries a read-only token)
+  (--scopes: what the token lets its holder do, comma-separated: read (the
+  default), run and resume (the run hook), append (the Durable Streams
+  endpoint); the live view's URL that --base prints carries a read-only token)
 
 serve options (environment variable in brackets):
   --database-url URL     the database [DATABASE_URL]; without it, libpq's PG* variables
@@ -40,6 +41,10 @@ serve options (environment variable in brackets):
   --max-connections N    connections open at once; more are closed unanswered (10000)
   --headers-timeout MS   a request's headers must arrive within it, else 408 (10000)
   --request-timeout MS   a whole request (headers and body) within it, else 408 (30000)
+  --durable              serve the streams over Durable Streams under /ds/ (run gateway/sql/durable.sql first)
+  --durable-log-prefixes LIST
+                         log streams the Durable Streams endpoint may write, comma-separated
+                         (@agent:); implies --durable
   --workers N            serve from N processes on one port (1)
   --quiet                log errors only`;
 
@@ -67,9 +72,11 @@ const OPTIONS = {
   'max-connections': { type: 'string' },
   'headers-timeout': { type: 'string' },
   'request-timeout': { type: 'string' },
+  durable: { type: 'boolean' },
+  'durable-log-prefixes': { type: 'string' },
   quiet: { type: 'boolean' },
   ttl: { type: 'string' },
-  scope: { type: 'string' },
+  scopes: { type: 'string' },
   base: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 };
@@ -101,9 +108,9 @@ async function main(argv, env = process.env, out = console) {
     if (ttl > MAX_TTL) throw new Error(`--ttl must be at most ${MAX_TTL} seconds (30 days)`);
     if (values.all && stream.includes(':')) throw new Error('token <table> --all names a table, with no key');
     if (!values.all && !stream.includes(':')) throw new Error(`token needs <table>:<key>, or <table> --all\n${USAGE}`);
-    const scopes = values.scope === undefined ? ['read'] : values.scope.split(',').map((x) => x.trim()).filter(Boolean);
+    const scopes = values.scopes === undefined ? ['read'] : values.scopes.split(',').map((x) => x.trim()).filter(Boolean);
     if (scopes.length === 0 || !scopes.every((x) => SCOPES.includes(x))) {
-      throw new Error(`--scope is a comma-separated list of ${SCOPES.join(', ')}`);
+      throw new Error(`--scopes is a list of ${SCOPES.join(', ')}`);
     }
     const what = values.all ? { table: stream, all: true } : stream;
     const token = mintToken(secret, what, { ttl, scopes });
@@ -156,6 +163,9 @@ async function serve(values, env, out) {
   if (values['max-connections'] !== undefined) serverOptions.maxConnections = int(values['max-connections'], 'max-connections', 1);
   if (values['headers-timeout'] !== undefined) serverOptions.headersTimeout = int(values['headers-timeout'], 'headers-timeout', 1);
   if (values['request-timeout'] !== undefined) serverOptions.requestTimeout = int(values['request-timeout'], 'request-timeout', 1);
+  if (values.durable || values['durable-log-prefixes'] !== undefined) {
+    options.durable = { logPrefixes: (values['durable-log-prefixes'] || '').split(',').map((x) => x.trim()).filter(Boolean) };
+  }
   const host = values.host || env.HX_GATEWAY_HOST || '127.0.0.1';
   const port = values.port !== undefined ? int(values.port, 'port') : Number(env.PORT || 8080);
 
@@ -172,6 +182,7 @@ async function serve(values, env, out) {
   else out.log(`hxstate-gateway: listening on ${base} (tables: ${tables.map((t) => (typeof t === 'string' ? t : t.name)).join(', ')}; following over ${gateway.hub.transport}` +
     `${values['no-auth'] ? '; NO AUTHORIZATION' : ''})`);
   if (!cluster.isWorker) out.log(`  GET  ${base}/streams/<table>/<key>   POST ${base}/agents/<table>/<key>   GET ${base}/view/<table>/<key>`);
+  if (!cluster.isWorker && options.durable) out.log(`  Durable Streams: ${base}/ds/<stream>`);
   let stopping = null;
   const stop = () => {
     if (!stopping) {

@@ -186,6 +186,11 @@ class Tables {
     return this._prefixes.get(name) || name;
   }
 
+  /** Map(table -> prefix) of the tables whose prefix the database gave. */
+  prefixes() {
+    return new Map(this._prefixes);
+  }
+
   /** The prefixes the database gives (streamPrefixes). */
   learn(prefixes) {
     this._prefixes = new Map(prefixes);

@@ -14,7 +14,8 @@
 //
 // This file is the coordinator: the options, the context object every
 // module and request handler is given (context.js: config, hub, caches,
-// bounds), starting and closing.  A request is checked and served by
+// bounds), starting and closing; and the Durable Streams endpoint
+// (durable/), given what it shares of the gateway as named seams.  A request is checked and served by
 // router.js; every response for a stream is one Follower (follow.js) on
 // the hub, writing to one SseResponse (sse.js: what a client may hold, in
 // bytes).
@@ -27,8 +28,9 @@ const { FrameCache } = require('./frames');
 const { RunSlots } = require('./runs');
 const { loadAssets } = require('./views');
 const { createContext } = require('./context');
-const { route } = require('./router');
+const { route, authorize } = require('./router');
 const { refuse } = require('./respond');
+const { DurableEndpoint, durableOptions } = require('./durable');
 
 const DEFAULTS = {
   tables: ['sessions'],
@@ -71,6 +73,7 @@ function configOf(options) {
   for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout',
     'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes']) positiveInt(o, name);
   if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal, json})');
+  if (o.durable) durableOptions(o.durable); // checked before anything starts
   if (typeof o.authorize !== 'function') {
     if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
     else throw new TypeError('hxstate-gateway: give options.authorize (a function of the request and the stream) or options.secret (signed tokens)');
@@ -80,6 +83,8 @@ function configOf(options) {
 
 class Gateway {
   constructor(options) {
+    // the gateway checks its own signed tokens (no authorize hook given)
+    const tokens = !(options && typeof options.authorize === 'function');
     const config = configOf(options);
     const tables = new Tables(normaliseTables(config.tables, { messages: config.messages, interrupt: config.interrupt }));
     const log = config.log || defaultLog;
@@ -113,8 +118,20 @@ class Gateway {
       clientId: config.clientId || defaultClientId,
       closing: () => this._closing !== null,
     });
+    const ctx = this._ctx;
+    // the Durable Streams endpoint (lib/durable/), with what it shares of the gateway
+    this.durable = config.durable ? new DurableEndpoint(config.durable, {
+      pg: config.pg, hub, tokens, cors: config.cors, heartbeat: config.heartbeat, stallTimeout: config.stallTimeout, log,
+      authorize: (req, target) => authorize(ctx, req, target),
+      bodies: ctx.bodies,
+      takeSlot: (req) => ctx.slots.take(ctx.clientId(req)),
+      prefixes: () => tables.prefixes(),
+    }) : null;
     // a gateway that cannot start lets go of what it started
-    this.ready = Promise.all([started, this._checkPrefixes()]).then(() => undefined, async (err) => {
+    const parts = [started, this._checkPrefixes()];
+    if (this.durable) parts.push(this.durable.ready);
+    this.ready = Promise.all(parts).then(() => undefined, async (err) => {
+      if (this.durable) await this.durable.close();
       if (this._ownHub) await hub.stop().catch(() => {});
       throw err;
     });
@@ -177,7 +194,7 @@ class Gateway {
    */
   handler(req, res, next) {
     const ctx = this._ctx;
-    route(ctx, req, res, next).catch((err) => {
+    route(ctx, req, res, next, this.durable).catch((err) => {
       if (err instanceof HttpError) {
         refuse(ctx, res, err.status, err.message, err.headers, err.code);
         return;
@@ -200,6 +217,7 @@ class Gateway {
     this._closing = (async () => {
       for (const c of [...ctx.responses]) c.finish();
       await ctx.machines.close();
+      if (this.durable) await this.durable.close();
       await this.ready.catch(() => {});
       if (this._ownHub) await ctx.hub.stop();
     })();

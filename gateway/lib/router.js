@@ -107,8 +107,12 @@ function closing(ctx) {
   if (ctx.closing()) throw new HttpError(503, 'the gateway is closing');
 }
 
-/** Serve a request (see above); HttpError for a refusal. */
-async function route(ctx, req, res, next) {
+/**
+ * Serve a request (see above); HttpError for a refusal.  durable: the
+ * Durable Streams endpoint, which serves the paths under its route, or
+ * null.
+ */
+async function route(ctx, req, res, next, durable = null) {
   let url;
   try {
     url = new URL(req.url, 'http://gateway.invalid');
@@ -117,6 +121,7 @@ async function route(ctx, req, res, next) {
   }
   const parts = url.pathname.split('/');
   const name = parts[1];
+  if (durable && name === durable.route && parts.length > 2) return durable.handle(req, res, url);
   if (!ROUTES.includes(name)) {
     if (typeof next === 'function') return next();
     throw new HttpError(404, 'not found');
@@ -188,4 +193,4 @@ async function route(ctx, req, res, next) {
   }
 }
 
-module.exports = { route, ROUTES, KEY_MAX_BYTES };
+module.exports = { route, authorize, ROUTES, KEY_MAX_BYTES };

@@ -14,12 +14,13 @@
 // still read, as the one stream their "s" names exactly: "<table>:*"
 // grants the key "*" and nothing else.
 //
-// And what the holder may do, its scopes ("sc", space-separated):
+// And what the holder may do, its scopes ("sc", a list):
 //
 //   read    follow the stream (GET /streams, the live view, a POST /agents
-//           that calls no run hook)
+//           that calls no run hook; reads of the Durable Streams endpoint)
 //   run     a POST /agents that calls the run hook, without resume[]
 //   resume  a POST /agents whose resume[] answers the stream's interrupts
+//   append  writes of the Durable Streams endpoint (durable/auth.js)
 //
 // A token without "sc" (the default of mintToken, and every token of
 // before 0.6.0) is read-only.  A token a request carries in its URL
@@ -35,7 +36,7 @@ const zlib = require('node:zlib');
 /** The longest lifetime a token may have: 30 days. */
 const MAX_TTL = 30 * 24 * 3600;
 /** What a token may grant, in this order. */
-const SCOPES = ['read', 'run', 'resume'];
+const SCOPES = ['read', 'run', 'resume', 'append'];
 const READ_ONLY = ['read'];
 const MIN_SECRET_BYTES = 32;
 
@@ -107,7 +108,7 @@ function grantOf(what) {
 function scopesOf(scopes) {
   if (scopes === undefined) return READ_ONLY;
   if (!Array.isArray(scopes) || scopes.length === 0 || !scopes.every((x) => SCOPES.includes(x))) {
-    throw new TypeError(`hxstate-gateway: a token's scopes are read, run and resume: a non-empty array of them (${JSON.stringify(scopes)})`);
+    throw new TypeError(`hxstate-gateway: a token's scopes are read, run, resume and append: a non-empty array of them (${JSON.stringify(scopes)})`);
   }
   return SCOPES.filter((x) => scopes.includes(x));
 }
@@ -143,7 +144,7 @@ function mintToken(secret, what, options = {}) {
   const e = expiryOf(options);
   const scopes = scopesOf(options.scopes);
   const claims = grant.all ? { t: grant.table, all: true, e } : { t: grant.table, k: grant.key, e };
-  if (scopes.join(' ') !== 'read') claims.sc = scopes.join(' ');
+  if (scopes.join() !== 'read') claims.sc = scopes;
   const payload = b64url(JSON.stringify(claims));
   return `${payload}.${sign(secret, payload)}`;
 }
@@ -190,9 +191,8 @@ function verifyToken(secret, token, target, now = Date.now()) {
   if (!c || typeof c !== 'object' || !Number.isSafeInteger(c.e)) return { ok: false, status: 401, reason: 'malformed token' };
   let scopes = READ_ONLY;
   if (c.sc !== undefined) {
-    const named = typeof c.sc === 'string' ? c.sc.split(' ') : [];
-    if (named.length === 0 || !named.every((x) => SCOPES.includes(x))) return { ok: false, status: 401, reason: 'malformed token' };
-    scopes = SCOPES.filter((x) => named.includes(x));
+    if (!Array.isArray(c.sc) || c.sc.length === 0 || !c.sc.every((x) => SCOPES.includes(x))) return { ok: false, status: 401, reason: 'malformed token' };
+    scopes = SCOPES.filter((x) => c.sc.includes(x));
   }
   const { table, key } = targetOf(target);
   let grant;

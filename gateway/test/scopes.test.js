@@ -68,9 +68,9 @@ test('tokens carry scopes: read by default; run and resume only when minted with
   const all = verifyToken(t.SECRET, mintToken(t.SECRET, 'sessions:k', { scopes: ['read', 'run', 'resume'] }), 'sessions:k');
   assert.deepEqual(all.scopes, ['read', 'run', 'resume']);
   assert.deepEqual(verifyToken(t.SECRET, oldToken(t.SECRET, 'sessions:k'), 'sessions:k').scopes, ['read']);
-  assert.throws(() => mintToken(t.SECRET, 'sessions:k', { scopes: ['write'] }), /scopes are read, run and resume/);
-  assert.throws(() => mintToken(t.SECRET, 'sessions:k', { scopes: [] }), /scopes are read, run and resume/);
-  assert.throws(() => mintToken(t.SECRET, 'sessions:k', { scopes: 'run' }), /scopes are read, run and resume/);
+  assert.throws(() => mintToken(t.SECRET, 'sessions:k', { scopes: ['write'] }), /scopes are read, run, resume and append/);
+  assert.throws(() => mintToken(t.SECRET, 'sessions:k', { scopes: [] }), /scopes are read, run, resume and append/);
+  assert.throws(() => mintToken(t.SECRET, 'sessions:k', { scopes: 'run' }), /scopes are read, run, resume and append/);
 });
 
 test('a read-only token follows but runs nothing; run runs; resume answers; the hook is called only when granted', async () => {
@@ -110,18 +110,18 @@ test('a token in a URL is read-only, whatever its scopes: the live view\'s addre
   assert.equal(view.status, 200);
 });
 
-test('the command mints scopes with --scope, and its live view\'s URL carries a read-only token', async () => {
+test('the command mints scopes with --scopes, and its live view\'s URL carries a read-only token', async () => {
   const env = { ...process.env, HX_GATEWAY_SECRET: t.SECRET };
   const run = (...args) => new Promise((resolve, reject) => {
     execFile(process.execPath, [BIN, 'token', ...args], { env }, (err, out, errOut) => (err ? reject(new Error(errOut)) : resolve(out.trim().split('\n'))));
   });
-  const [tok, url] = await run('sessions:waits', '--scope', 'read,run,resume', '--base', g.base);
+  const [tok, url] = await run('sessions:waits', '--scopes', 'read,run,resume', '--base', g.base);
   assert.deepEqual(verifyToken(t.SECRET, tok, 'sessions:waits').scopes, ['read', 'run', 'resume']);
   const viewToken = new URL(url).searchParams.get('token');
   assert.deepEqual(verifyToken(t.SECRET, viewToken, 'sessions:waits').scopes, ['read']);
   const [plain] = await run('sessions:waits');
   assert.deepEqual(verifyToken(t.SECRET, plain, 'sessions:waits').scopes, ['read']);
-  await assert.rejects(run('sessions:waits', '--scope', 'read,admin'), /--scope/);
+  await assert.rejects(run('sessions:waits', '--scopes', 'read,admin'), /--scopes is a list of read, run, resume, append/);
   // the view's token, as a bearer token, answers nothing either
   const n = calls.length;
   assert.equal(await status(post('waits', { token: viewToken, resume: RESUME })), 403);

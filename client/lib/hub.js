@@ -5,8 +5,12 @@
 // from the log, a resync from a fresh snapshot when the log no longer
 // holds the next event, hx.stream_end handed out like any event.
 //
-// The hub coordinates; the work is in modules of their own:
-//   subscription.js  one follower: its cursor, its queue, its listeners
+// The hub coordinates; the work is in modules of their own, each of which
+// hears of the others only through the callbacks it is given (the reader's
+// host, the link's host, a subscription core's host: see _readerHost,
+// _linkHost and _coreHost below):
+//   subscription.js  one follower: its core (cursor, queue, delivery), and
+//                    the HxSubscription that follow() returns
 //   cursor.js        the cursor rules, as pure functions
 //   entry.js         one followed stream, shared by its subscriptions
 //   reader.js        the batched reads (sql.js has every statement)
@@ -78,7 +82,7 @@
 const { EventEmitter } = require('node:events');
 const sql = require('./sql');
 const { StreamEntry } = require('./entry');
-const { HxSubscription } = require('./subscription');
+const { SubscriptionCore, HxSubscription } = require('./subscription');
 const { Reader } = require('./reader');
 const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
@@ -91,6 +95,7 @@ const DEFAULTS = {
   pageSize: 1000,
   maxQueue: 1000,
   maxQueueBytes: 16 * 1024 * 1024,
+  maxStateBytes: 64 * 1024 * 1024,
   batchSize: 1000,
   batchEvents: 10000,
   headsBatch: 2000,
@@ -121,6 +126,9 @@ class HxHub extends EventEmitter {
    *   waiting for its consumer (each follow() may set its own)
    * @param {number} [options.maxQueueBytes=16 MiB] bytes a subscription
    *   may have waiting for its consumer (each follow() may set its own)
+   * @param {number} [options.maxStateBytes=64 MiB] bytes of the state a
+   *   subscription with state: true may keep (each follow() may set its
+   *   own); past it the subscription fails with HX_STATE_TOO_LARGE
    * @param {Object<string, string>} [options.sources] sources whose
    *   snapshots come from a function: {name: 'schema.function'}, each
    *   function (keys text[]) RETURNS TABLE (key text, stream text, seq
@@ -155,6 +163,7 @@ class HxHub extends EventEmitter {
     o.pageSize = Math.max(1, Math.floor(o.pageSize));
     o.maxQueue = Math.max(1, Math.floor(o.maxQueue));
     o.maxQueueBytes = Math.max(1, Math.floor(o.maxQueueBytes));
+    o.maxStateBytes = Math.max(1, Math.floor(o.maxStateBytes));
     o.batchSize = Math.max(1, Math.floor(o.batchSize));
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
@@ -173,12 +182,19 @@ class HxHub extends EventEmitter {
     this._phase = 'idle';        // idle | starting | running | stopped
     this._starting = null;
     this._stopping = null;
-    this._link = new Link(o, this);
-    this._reader = new Reader(this, o);
+    // the seams: each part hears of the others through the callbacks it is given
+    this._link = new Link(o, this._linkHost());
+    this._reader = new Reader(this._readerHost(), o);
+    this._coreHost = {
+      unfollow: (core) => this._unfollowCore(core),
+      delivered: (core) => this._delivered(core),
+      listenerFailed: (err, core) => this._listenerFailed(err, core),
+    };
     this._pollTimer = null;
     this._tick = 0;              // orders requests and joins
 
-    this._subs = new Set();
+    this._subs = new Set();      // SubscriptionCore
+    this._cores = new WeakMap(); // HxSubscription -> its SubscriptionCore
     this._entries = new Map();   // stream -> StreamEntry
     this._targets = new Map();   // source \0 key -> {table, key, stream|null, subs: Set}
     this._streamWaits = new Map(); // stream -> Set(sub) waiting for the channel lookup
@@ -223,7 +239,50 @@ class HxHub extends EventEmitter {
   /** The temporary replication slot in use (WAL transport), else null. */
   get slot() { return this._link.tx && this._link.tx.kind === 'wal' ? this._link.tx.wal.slot : null; }
   /** The subscriptions now. */
-  get subscriptions() { return [...this._subs]; }
+  get subscriptions() { return [...this._subs].map((core) => core.subscription); }
+
+  /**
+   * The reader's host (reader.js): what it asks (tick, sourceOf, readFrom)
+   * and what it tells of its reads' results.
+   */
+  _readerHost() {
+    return {
+      tick: () => this._nextTick(),
+      sourceOf: (name) => this._sourceOf(name),
+      readFrom: (entry) => this._readFrom(entry),
+      onNames: (source, keys, rows) => this._onNames(source, keys, rows),
+      onNamesFailed: (source, keys, err, retrying) => this._onNamesFailed(source, keys, err, retrying),
+      onChannels: (rows) => this._onChannels(rows),
+      onChannelsFailed: (streams, err) => this._onChannelsFailed(streams, err),
+      snapshotSent: (entries) => this._snapshotSent(entries),
+      onSnapshotUnsent: (entry) => this._onSnapshotUnsent(entry),
+      retrySnapshots: (entries, tick) => this._retrySnapshots(entries, tick),
+      onSnapshots: (entries, tick, rows) => this._onSnapshots(entries, tick, rows),
+      onSnapshotsFailed: (entries, tick, err, transient) => this._onSnapshotsFailed(entries, tick, err, transient),
+      onPage: (batch, byStream, limit, tick) => this._onPage(batch, byStream, limit, tick),
+      onHeads: (entries, heads, tick) => this._onHeads(entries, heads, tick),
+      onReadFailed: (entries, err) => this._onReadFailed(entries, err),
+      onConnectionError: (conn, err) => this._onConnectionError(conn, err),
+    };
+  }
+
+  /** The link's host (link.js): its connections' news, and its transport's. */
+  _linkHost() {
+    return {
+      reader: (conn, schema) => this._linkReader(conn, schema),
+      up: (tx) => this._linkUp(tx),
+      ready: () => this._linkReady(),
+      down: () => this._linkDown(),
+      lost: (err, role) => this._linkLost(err, role),
+      back: () => this._linkBack(),
+      transport: (transport, reason) => this._linkTransport(transport, reason),
+      error: (err) => this._linkError(err),
+      walInsert: (stream, seq, event) => this._onWalInsert(stream, seq, event),
+      hint: (channel, hint) => this._onHint(channel, hint),
+      listening: (channels) => this._onListening(channels),
+      unlistened: (channels) => this._onUnlistened(channels),
+    };
+  }
 
   // -------------------------------------------------------------------
   // Life cycle
@@ -284,14 +343,15 @@ class HxHub extends EventEmitter {
    * (a seq: start with the events after it, read from the log, instead of
    * a snapshot), base (the state at after), state (keep and hand out
    * states; default true, false with after and no base), maxQueue,
-   * maxQueueBytes, overflow ('log' | 'snapshot').
+   * maxQueueBytes, maxStateBytes, overflow ('log' | 'snapshot').
    * @returns {HxSubscription}
    */
   follow(target, options) {
     if (this._phase === 'stopped') throw new Error('HxHub: stopped');
-    const sub = new HxSubscription(this, target || {}, options || {},
-      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, tick: ++this._tick });
+    const sub = new SubscriptionCore(this._coreHost, target || {}, options || {},
+      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, maxStateBytes: this._o.maxStateBytes, tick: ++this._tick });
     this._subs.add(sub);
+    this._cores.set(sub.subscription, sub);
     this.stats.subscriptions = this._subs.size;
     if (sub.table !== null) {
       const id = `${sub.table}\u0000${sub.key}`;
@@ -301,7 +361,7 @@ class HxHub extends EventEmitter {
         this._targets.set(id, t);
       }
       t.subs.add(sub);
-      sub._bindTarget(t);
+      sub.bindTarget(t);
       const entry = t.stream !== null ? this._entries.get(t.stream) : null;
       if (entry) this._attach(sub, entry);
       else this._reader.names(sub.table, sub.key);
@@ -319,20 +379,25 @@ class HxHub extends EventEmitter {
         this._reader.channel(sub.stream);
       }
     }
-    return sub;
+    return sub.subscription;
   }
 
   /** Stop a subscription (the same as sub.stop()). */
   unfollow(sub) {
-    if (!sub || sub._hub !== this || sub.stopped) return;
-    this._stopSub(sub, new Error('hxstate: subscription stopped'));
+    const core = sub ? this._cores.get(sub) : undefined;
+    if (core) this._unfollowCore(core);
+  }
+
+  _unfollowCore(core) {
+    if (core.stopped) return;
+    this._stopSub(core, new Error('hxstate: subscription stopped'));
   }
 
   _stopSub(sub, why) {
-    if (!sub._stopped(why)) return;
+    if (!sub.halt(why)) return;
     this._subs.delete(sub);
     this.stats.subscriptions = this._subs.size;
-    const t = sub._target;
+    const t = sub.target;
     if (t) {
       t.subs.delete(sub);
       if (t.subs.size === 0) this._targets.delete(`${t.table}\u0000${t.key}`);
@@ -342,17 +407,16 @@ class HxHub extends EventEmitter {
       waits.delete(sub);
       if (waits.size === 0) this._streamWaits.delete(sub.stream);
     }
-    const entry = sub._entry;
+    const entry = sub.entry;
     if (entry) {
-      entry.subs.delete(sub);
-      if (entry.subs.size === 0) this._dropEntry(entry);
+      if (entry.leave(sub) === 0) this._dropEntry(entry);
     }
   }
 
   /** A subscription that cannot go on: 'error', then stopped (ready rejects with err). */
   _failSub(sub, err) {
     if (sub.stopped) return;
-    sub._failed(err);
+    sub.failed(err);
     this._stopSub(sub, err);
   }
 
@@ -403,8 +467,8 @@ class HxHub extends EventEmitter {
   }
 
   _attach(sub, entry) {
-    entry.subs.add(sub);
-    sub._attach(entry);
+    entry.join(sub);
+    sub.attach(entry);
     this._check(sub);
   }
 
@@ -428,7 +492,7 @@ class HxHub extends EventEmitter {
   _disarmAll() {
     for (const entry of this._entries.values()) {
       entry.disarm();
-      this.onSnapshotUnsent(entry);
+      this._onSnapshotUnsent(entry);
     }
     this._reader.dropSnapshots(); // requested again once armed
   }
@@ -455,14 +519,13 @@ class HxHub extends EventEmitter {
   _onLogEvent(entry, seq, event, bytes, via) {
     entry.saw(seq);
     for (const sub of [...entry.subs]) {
-      sub._noticed(via);
-      const r = sub._offer(seq, event, bytes);
+      sub.noticed(via);
+      const r = sub.offer(seq, event, bytes);
       if (r === 'old') continue;
       if (r === 'overflow') {
         this.stats.overflows++;
       } else if (r instanceof Error) {
-        this._error(r, [sub]);
-        this._resync(sub, 'invalid');
+        this._invalid(sub, r);
       }
       this._check(sub);
     }
@@ -482,7 +545,7 @@ class HxHub extends EventEmitter {
     if (!set) return;
     for (const entry of set) {
       const named = hint !== null && hint.stream === entry.stream;
-      for (const sub of entry.subs) sub._noticed(hint && hint.ref ? 'ref' : 'notify');
+      for (const sub of entry.subs) sub.noticed(hint && hint.ref ? 'ref' : 'notify');
       if (!named) {
         this._reader.heads(entry);
         continue;
@@ -519,19 +582,19 @@ class HxHub extends EventEmitter {
 
   /** Read a fresh snapshot (rule 4). */
   _resync(sub, reason) {
-    const entry = sub._entry;
+    const entry = sub.entry;
     if (entry.source === null) {
       const diverged = reason === 'diverged';
       const why = diverged
-        ? `the server no longer has event ${sub._seq} of ${sub.stream} as it was read (a failover lost that commit)`
-        : `the log of ${sub.stream} no longer holds seq ${sub._seq + 1}`;
+        ? `the server no longer has event ${sub.cursor} of ${sub.stream} as it was read (a failover lost that commit)`
+        : `the log of ${sub.stream} no longer holds seq ${sub.cursor + 1}`;
       const err = new Error(`hxstate: ${why}, and a subscription by stream name cannot read a snapshot: follow {table, key} to resync`);
       err.code = diverged ? 'HX_DIVERGED' : 'HX_TRIMMED';
       this._failSub(sub, err);
       return;
     }
     if (reason === 'diverged') this.stats.divergences++;
-    sub._beginResync(reason);
+    sub.beginResync(reason);
     this._check(sub);
   }
 
@@ -540,14 +603,14 @@ class HxHub extends EventEmitter {
    * anything: a snapshot (or a sibling's position), a log read, or nothing.
    */
   _check(sub) {
-    const entry = sub._entry;
+    const entry = sub.entry;
     if (!entry || this._phase === 'stopped') return;
-    switch (sub._need(entry)) {
+    switch (sub.need(entry)) {
       case 'seed':
         // a sibling that follows the stream live has an exact state at
         // its cursor, and the stream is armed: start from there, no read
         for (const sib of entry.subs) {
-          const seed = sib === sub ? null : sib._seed();
+          const seed = sib === sub ? null : sib.seed();
           if (seed) {
             this._takeSnapshot(sub, seed.seq, seed.state, null, seed.bytes);
             return;
@@ -555,7 +618,7 @@ class HxHub extends EventEmitter {
         }
       // falls through
       case 'snapshot':
-        sub._snapshotRequested();
+        sub.snapshotRequested();
         this._reader.snapshot(entry);
         return;
       case 'read':
@@ -571,23 +634,43 @@ class HxHub extends EventEmitter {
   }
 
   _takeSnapshot(sub, seq, state, last, bytes) {
-    if (sub._takeSnapshot(seq, state, last, bytes) === 'resync') this.stats.resyncs++;
+    const r = sub.takeSnapshot(seq, state, last, bytes);
+    if (r instanceof Error) {
+      this._failSub(sub, r);
+      return;
+    }
+    if (r === 'resync') this.stats.resyncs++;
     this._check(sub);
   }
 
+  /**
+   * An event the subscription could not accept: a delta that does not
+   * apply (a resync, from a fresh snapshot), or a state past its
+   * maxStateBytes (it fails: the state is not kept past its bound, and
+   * nothing else is touched).
+   */
+  _invalid(sub, err) {
+    if (err.code === 'HX_STATE_TOO_LARGE') {
+      this._failSub(sub, err);
+      return;
+    }
+    this._error(err, [sub]);
+    this._resync(sub, 'invalid');
+  }
+
   // -------------------------------------------------------------------
-  // The reader's results (reader.js calls these)
+  // The reader's results (through _readerHost)
   // -------------------------------------------------------------------
 
-  tick() { return ++this._tick; }
+  _nextTick() { return ++this._tick; }
 
   /** A source by name: one of the sources option's functions, else a table. */
-  sourceOf(name) {
+  _sourceOf(name) {
     const fn = this._sources.get(name);
     return fn !== undefined ? { fn } : { table: name };
   }
 
-  onNames(source, keys, rows) {
+  _onNames(source, keys, rows) {
     const found = new Map(rows.map((r) => [r.key, r]));
     for (const key of keys) {
       const t = this._targets.get(`${source}\u0000${key}`);
@@ -603,7 +686,7 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onNamesFailed(source, keys, err, retrying) {
+  _onNamesFailed(source, keys, err, retrying) {
     if (!retrying) {
       for (const key of keys) this._failTarget(source, key, err);
       return;
@@ -616,7 +699,7 @@ class HxHub extends EventEmitter {
     this._error(err, subs);
   }
 
-  onChannels(rows) {
+  _onChannels(rows) {
     for (const r of rows) {
       const waits = this._streamWaits.get(r.stream);
       if (!waits) continue;
@@ -626,41 +709,41 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onChannelsFailed(streams, err) {
+  _onChannelsFailed(streams, err) {
     const subs = [];
     for (const s of streams) subs.push(...(this._streamWaits.get(s) || []));
     this._error(err, subs);
   }
 
   /** A snapshot read of entries goes out now: its tick, for the subscriptions waiting. */
-  snapshotSent(entries) {
+  _snapshotSent(entries) {
     const tick = ++this._tick;
-    for (const entry of entries) for (const sub of entry.subs) sub._snapshotSent(tick);
+    for (const entry of entries) for (const sub of entry.subs) sub.snapshotSent(tick);
     return tick;
   }
 
-  onSnapshotUnsent(entry) {
-    for (const sub of entry.subs) sub._snapshotUnsent();
+  _onSnapshotUnsent(entry) {
+    for (const sub of entry.subs) sub.snapshotUnsent();
   }
 
   /** The read at tick did not bring their snapshots: those that waited for it ask again. */
-  retrySnapshots(entries, tick) {
+  _retrySnapshots(entries, tick) {
     for (const entry of entries) {
       for (const sub of [...entry.subs]) {
-        if (!sub._waitsFor(tick)) continue;
-        sub._snapshotRetry();
+        if (!sub.waitsFor(tick)) continue;
+        sub.snapshotRetry();
         this._check(sub);
       }
     }
   }
 
-  onSnapshots(entries, tick, rows) {
+  _onSnapshots(entries, tick, rows) {
     const byKey = new Map(rows.map((r) => [r.key, r]));
     for (const entry of entries) {
       if (entry.dropped) continue;
       const r = byKey.get(entry.key);
       if (!r) { // a source gives a row per key it knows: the key is not there (yet)
-        this._reader.later('snapshot', () => this.retrySnapshots([entry], tick));
+        this._reader.later('snapshot', () => this._retrySnapshots([entry], tick));
         continue;
       }
       const seq = Number(r.seq);
@@ -668,25 +751,25 @@ class HxHub extends EventEmitter {
       const state = r.state === null ? null : r.state.value;
       const bytes = r.state === null ? 0 : r.state.bytes;
       const last = r.last === null ? null : r.last.value;
-      for (const sub of [...entry.subs]) if (sub._waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
+      for (const sub of [...entry.subs]) if (sub.waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
       // subscriptions that started waiting after the read was sent ask again
       for (const sub of [...entry.subs]) {
-        if (sub.phase === 'snapshot' && !sub._waitsFor(tick)) {
-          sub._snapshotRetry();
+        if (sub.phase === 'snapshot' && !sub.waitsFor(tick)) {
+          sub.snapshotRetry();
           this._check(sub);
         }
       }
     }
   }
 
-  onSnapshotsFailed(entries, tick, err, transient) {
+  _onSnapshotsFailed(entries, tick, err, transient) {
     const told = [];
     for (const entry of entries) {
       for (const sub of [...entry.subs]) {
-        if (!sub._waitsFor(tick)) continue;
+        if (!sub.waitsFor(tick)) continue;
         // one that has not started fails (no trigger, no such function,
         // no privilege), unless the error may pass; one that has tries again
-        if (!transient && !sub._hasPosition()) this._failSub(sub, err);
+        if (!transient && !sub.hasPosition()) this._failSub(sub, err);
         else told.push(sub);
       }
     }
@@ -694,17 +777,17 @@ class HxHub extends EventEmitter {
   }
 
   /** Where a read of entry's log starts: the lowest cursor of those that want one, or null. */
-  readFrom(entry) {
+  _readFrom(entry) {
     let after = null;
     for (const sub of entry.subs) {
-      const a = sub._readFrom(entry);
+      const a = sub.readFrom(entry);
       if (a !== null && (after === null || a < after)) after = a;
     }
     return after;
   }
 
   /** Rules 2 and 4 over a page of the log: [{entry, after, seen}], byStream: stream -> rows. */
-  onPage(batch, byStream, limit, tick) {
+  _onPage(batch, byStream, limit, tick) {
     for (const b of batch) {
       const entry = b.entry;
       if (entry.dropped) continue;
@@ -712,12 +795,11 @@ class HxHub extends EventEmitter {
       const top = list.length > 0 ? list[list.length - 1].seq : b.after;
       entry.saw(top);
       for (const sub of [...entry.subs]) {
-        const r = sub._page(b.after, list, limit, tick);
+        const r = sub.page(b.after, list, limit, tick);
         if (r === 'trimmed' || r === 'diverged') {
           this._resync(sub, r);
         } else if (r instanceof Error) {
-          this._error(r, [sub]);
-          this._resync(sub, 'invalid');
+          this._invalid(sub, r);
         }
       }
       // The log ended below a seq we were told exists (a head, a hint):
@@ -729,26 +811,26 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onHeads(entries, heads, tick) {
+  _onHeads(entries, heads, tick) {
     for (const entry of entries) {
       if (entry.dropped) continue;
       entry.saw(heads.get(entry.stream) || 0);
       for (const sub of [...entry.subs]) {
-        sub._headRead(tick);
+        sub.headRead(tick);
         this._check(sub);
       }
     }
   }
 
   /** A read of the log or of the heads failed on a working connection; it is tried again later. */
-  onReadFailed(entries, err) {
+  _onReadFailed(entries, err) {
     const subs = [];
     for (const entry of entries) subs.push(...entry.subs);
     this._error(err, subs);
   }
 
   /** The reader's connection is gone: reconnect. */
-  onConnectionError(conn, err) {
+  _onConnectionError(conn, err) {
     this._link.lose(conn, err);
   }
 
@@ -783,7 +865,7 @@ class HxHub extends EventEmitter {
   }
 
   // -------------------------------------------------------------------
-  // The link's news (link.js calls these)
+  // The link's news (through _linkHost)
   // -------------------------------------------------------------------
 
   /**
@@ -794,7 +876,7 @@ class HxHub extends EventEmitter {
     this._reader.use(conn, schema);
     for (const entry of this._entries.values()) {
       for (const sub of [...entry.subs]) {
-        sub._reverify();
+        sub.reverify();
         this._check(sub);
       }
     }
@@ -851,7 +933,7 @@ class HxHub extends EventEmitter {
    */
   _error(err, subs = []) {
     this.stats.errors++;
-    for (const sub of subs) sub._emitError(err);
+    for (const sub of subs) sub.error(err);
     if (this._phase !== 'stopped') emitError(this, err);
   }
 
@@ -862,7 +944,7 @@ class HxHub extends EventEmitter {
    */
   _listenerFailed(err, sub) {
     this.stats.errors++;
-    if (sub && sub._emitError(err)) return;
+    if (sub && sub.error(err)) return;
     if (this._phase !== 'stopped' && emitError(this, err)) return;
     warnUnheard(err);
   }

@@ -83,6 +83,7 @@ const { Reader } = require('./reader');
 const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
 const { emitSafe, emitError, warnUnheard } = require('./emit');
+const { holdbackProblem } = require('./holdback');
 
 const DEFAULTS = {
   transport: 'auto',
@@ -100,6 +101,10 @@ const DEFAULTS = {
   applicationName: 'hxstate-hub',
   sharedConnection: false,
   sources: {},
+  slotName: null,
+  failoverSlot: false,
+  holdback: null,          // check the holdback (default: with failoverSlot)
+  holdbackInterval: 5000,
 };
 
 class HxHub extends EventEmitter {
@@ -141,6 +146,19 @@ class HxHub extends EventEmitter {
    *   over LISTEN until the next reconnect
    * @param {boolean} [options.sharedConnection=false] with transport
    *   'listen', run the queries on the LISTEN connection: one connection
+   * @param {boolean} [options.failoverSlot=false] decode through a
+   *   persistent failover slot (PostgreSQL 17 and later) named slotName,
+   *   which synchronized_standby_slots holds back until the standbys have
+   *   the WAL: no follower then shows a commit that a failover loses
+   * @param {string} [options.slotName] that slot's name (lower case
+   *   letters, digits, underscores; one per hub), dropped when the hub
+   *   stops, and dropped if idle when it starts
+   * @param {boolean} [options.holdback] check every holdbackInterval ms
+   *   that the server holds the slot back (synchronized_standby_slots, or
+   *   pg_failover_slots before 17) with every named standby slot present
+   *   and streaming; what is wrong is an 'error' with code HX_HOLDBACK and
+   *   the holdback property (default: with failoverSlot)
+   * @param {number} [options.holdbackInterval=5000]
    */
   constructor(options) {
     super();
@@ -159,7 +177,19 @@ class HxHub extends EventEmitter {
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
     o.reconnect = { min: 100, max: 5000, ...(o.reconnect || {}) };
+    if (o.failoverSlot && o.transport === 'listen') throw new TypeError("HxHub: failoverSlot needs the WAL (transport 'wal' or 'auto')");
+    if (o.failoverSlot && !(typeof o.slotName === 'string' && /^[a-z0-9_]{1,63}$/.test(o.slotName))) {
+      throw new TypeError('HxHub: failoverSlot needs slotName: lower case letters, digits and underscores, 63 at most');
+    }
+    if (o.slotName !== null && o.slotName !== undefined && !o.failoverSlot) {
+      throw new TypeError('HxHub: slotName names a failover slot (failoverSlot: true); temporary slots are named by the hub');
+    }
+    if (o.holdback === null || o.holdback === undefined) o.holdback = !!o.failoverSlot;
+    o.holdbackInterval = Math.max(100, Number(o.holdbackInterval) || 5000);
     this._o = o;
+    this._holdbackTimer = null;
+    /** What is wrong with the holdback (holdback option), or null; undefined before the first check. */
+    this.holdback = undefined;
     this._sources = new Map(); // name -> the function's quoted, qualified name
     for (const [name, fn] of Object.entries(o.sources || {})) {
       if (typeof fn !== 'string') throw new TypeError(`HxHub: options.sources.${name} must be 'schema.function'`);
@@ -251,6 +281,7 @@ class HxHub extends EventEmitter {
       this._link.run();
       this._schedulePoll();
       this._reader.kick();
+      if (this._o.holdback) this._checkHoldback();
     })();
     return this._starting;
   }
@@ -265,6 +296,8 @@ class HxHub extends EventEmitter {
     for (const sub of [...this._subs]) this._stopSub(sub, new Error('hxstate: subscription stopped (the hub stopped)'));
     clearTimeout(this._pollTimer);
     this._pollTimer = null;
+    clearTimeout(this._holdbackTimer);
+    this._holdbackTimer = null;
     // the statement in flight finishes first (no new one starts), then the
     // connections close
     this._stopping = this._link.stop(this._reader.stop());
@@ -437,11 +470,25 @@ class HxHub extends EventEmitter {
   // From the transports
   // -------------------------------------------------------------------
 
-  _onWalInsert(streamBuf, seqBuf, eventBuf) {
+  /** An insert of the log decoded: is its stream followed?  (Those that are not are not even kept.) */
+  _wantsStream(streamBuf) {
     this.stats.walInserts++;
+    return this._entries.has(streamBuf.toString('utf8'));
+  }
+
+  _onWalInsert(streamBuf, seqBuf, eventBuf) {
     const entry = this._entries.get(streamBuf.toString('utf8'));
-    if (!entry) return; // not followed: not even parsed
+    if (!entry) return; // not followed (any more)
     this.stats.walEvents++;
+    if (eventBuf === null) {
+      // a transaction too large to hold: its events are read from the log
+      entry.saw(Number(seqBuf.toString('latin1')));
+      for (const sub of [...entry.subs]) {
+        sub._noticed('wal');
+        this._check(sub);
+      }
+      return;
+    }
     let event;
     try {
       event = JSON.parse(eventBuf.toString('utf8'));
@@ -750,6 +797,37 @@ class HxHub extends EventEmitter {
   /** The reader's connection is gone: reconnect. */
   onConnectionError(conn, err) {
     this._link.lose(conn, err);
+  }
+
+  // -------------------------------------------------------------------
+  // The holdback (holdback.js)
+  // -------------------------------------------------------------------
+
+  _checkHoldback() {
+    this._holdbackTimer = null;
+    if (this._phase !== 'running') return;
+    const conn = this._link.reader;
+    const next = () => {
+      if (this._phase === 'running') this._holdbackTimer = setTimeout(() => this._checkHoldback(), this._o.holdbackInterval);
+    };
+    if (!conn || !conn.alive) {
+      next();
+      return;
+    }
+    conn.client.query(sql.holdback()).then(({ rows: [row] }) => {
+      const standby = this._link.tx && this._link.tx.kind === 'wal' && this._link.tx.wal.standby;
+      const problem = standby ? null : holdbackProblem(row, this._o.failoverSlot ? this._o.slotName : null);
+      const was = this.holdback;
+      this.holdback = problem;
+      if (problem !== null && problem !== was) {
+        const err = new Error(`hxstate: the WAL is not held back for the standbys: ${problem}`);
+        err.code = 'HX_HOLDBACK';
+        this._error(err);
+      }
+      if (problem === null && was !== null && was !== undefined) this._emitSafe('holdback', { ok: true });
+    }, (err) => {
+      if (!isConnectionError(err)) this._error(err);
+    }).finally(next);
   }
 
   // -------------------------------------------------------------------

@@ -262,8 +262,16 @@ class Link {
         publication: this._o.publication,
         schema: this.schemaName,
         statusInterval: this._o.statusInterval,
+        slotName: this._o.slotName,
+        failover: this._o.failoverSlot,
+        wants: (stream) => this._hub._wantsStream(stream),
         onInsert: (stream, seq, event) => this._hub._onWalInsert(stream, seq, event),
         onError: (err) => this.connections.lose(conn, err),
+        // a slot on a standby waits for the primary's next running-transactions record
+        nudge: () => {
+          const r = this.reader;
+          if (r && r.alive) r.client.query(sql.logStandbySnapshot()).catch(() => {});
+        },
       });
       await wal.createSlot(this._o.slotTimeout);
       if (this._state === 'stopped' || !conn.alive) throw new Error('HxHub: stopped');

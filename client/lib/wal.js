@@ -12,11 +12,27 @@
 // The price is that a slot cannot be resumed: after any reconnect the hub
 // makes a new slot and catches every stream up from the log by seq.
 //
+// With failoverSlot (PostgreSQL 17 and later) the slot is a persistent
+// failover slot instead, named by the hub's slotName: the one kind that
+// synchronized_standby_slots holds back until the standbys have the WAL
+// (holdback.js).  The hub drops it when it stops, and drops an idle one of
+// its name before it makes its own (a hub that died left it).
+//
 // Every transaction that commits after the slot's consistent point (the
 // moment CREATE_REPLICATION_SLOT returns) is streamed, in commit order,
 // once it has committed; so a snapshot read after that moment plus the
 // streamed events misses nothing, which is the same guarantee LISTEN gives
-// a client that LISTENs before it reads.  What the WAL carries is the log
+// a client that LISTENs before it reads.  A transaction's inserts are
+// handed on at its commit message, not as they arrive: pg_failover_slots
+// holds each message back only until the standbys have its own position,
+// so only the commit message says that they have the whole transaction.
+//
+// The slot may be on a hot standby (PostgreSQL 16 and later): the
+// replication connection then goes to the standby, which decodes the WAL
+// it has replayed, and the primary does none of that work.  Making a slot
+// there waits for the primary's next running-transactions record, which
+// the hub asks for (pg_log_standby_snapshot on its reader, the primary)
+// while it waits.  What the WAL carries is the log
 // itself (the rows inserted into hx_event, decoded by the server for a
 // role that may replicate), so its events are content, not hints.
 //
@@ -119,9 +135,20 @@ class WalStream {
    * @param {string} o.publication the publication of hx_event's inserts
    * @param {string} o.schema the extension's schema (where hx_event is)
    * @param {number} o.statusInterval ms between standby status updates
-   * @param {(stream: Buffer, seq: Buffer, event: Buffer) => void} o.onInsert
-   *   one insert into the log, columns as text
+   * @param {(stream: Buffer, seq: Buffer, event: Buffer|null) => void} o.onInsert
+   *   one insert into the log, columns as text, at its transaction's
+   *   commit; event null when the transaction held more than maxTxBytes
+   *   of events (the log has it: read it there)
    * @param {(err: Error) => void} o.onError the stream failed or ended
+   * @param {string|null} [o.slotName] the slot's name (a persistent
+   *   failover slot's); null: a temporary slot of a name made up here
+   * @param {boolean} [o.failover] make a failover slot (17 and later)
+   * @param {() => void} [o.nudge] called every second while a slot on a
+   *   standby waits for the primary's running-transactions record
+   * @param {number} [o.maxTxBytes] bytes of events held per transaction
+   * @param {(stream: Buffer) => boolean} [o.wants] is an insert of this
+   *   stream wanted (followed)?  Those that are not are dropped as they
+   *   are decoded.
    */
   constructor(client, o) {
     this.client = client;
@@ -130,6 +157,14 @@ class WalStream {
     this.statusInterval = o.statusInterval;
     this.onInsert = o.onInsert;
     this.onError = o.onError;
+    this.slotName = o.slotName || null;
+    this.failover = !!o.failover;
+    this.nudge = o.nudge || null;
+    this.maxTxBytes = o.maxTxBytes || 16 * 1024 * 1024;
+    this.wants = o.wants || null;
+    this.pending = [];       // the inserts of the transaction being received
+    this.pendingBytes = 0;
+    this.standby = false;    // the slot is on a standby
     this.slot = null;
     this.consistentPoint = null;
     this.decoder = new PgOutputDecoder();
@@ -151,9 +186,17 @@ class WalStream {
    */
   async createSlot(timeoutMs) {
     // slot names: lower case letters, digits and underscores, 63 at most
-    this.slot = `hx_${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
-    const creating = this.client.query(sql.createSlot(this.slot));
+    this.slot = this.slotName || `hx_${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
+    const { rows: [r] } = await this.client.query(sql.inRecovery());
+    this.standby = !!r.standby;
+    if (this.failover) await this.client.query(sql.dropIdleSlot(this.slot));
+    const creating = this.client.query(sql.createSlot(this.slot, this.failover));
     creating.catch(() => {}); // after a timeout, its failure is the closed connection's
+    let nudging = null;
+    if (this.standby && this.nudge) {
+      this.nudge();
+      nudging = setInterval(this.nudge, 1000);
+    }
     let timer;
     const timeout = new Promise((resolve, reject) => {
       timer = setTimeout(() => {
@@ -168,6 +211,7 @@ class WalStream {
       this.consistentPoint = rows[0] && rows[0].consistent_point;
     } finally {
       clearTimeout(timer);
+      clearInterval(nudging);
     }
     return this.slot;
   }
@@ -198,12 +242,11 @@ class WalStream {
     this.close();
     if (!streaming || !streaming.end()) return;
     let timer;
-    try {
-      await Promise.race([streaming.done.then(() => {}, () => {}),
-        new Promise((resolve) => { timer = setTimeout(resolve, ms); })]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const within = (p) => Promise.race([p.then(() => {}, () => {}),
+      new Promise((resolve) => { timer = setTimeout(resolve, ms); })]).finally(() => clearTimeout(timer));
+    await within(streaming.done);
+    // a persistent slot would keep the WAL for a hub that is gone
+    if (this.failover && this.slot) await within(this.client.query(sql.dropSlot(this.slot)));
   }
 
   _fail(err) {
@@ -241,11 +284,19 @@ class WalStream {
     switch (m.tag) {
       case 'B':
         this.inTransaction = true;
+        this.pending = [];
+        this.pendingBytes = 0;
         break;
-      case 'C':
+      case 'C': {
         this.inTransaction = false;
+        // the transaction's inserts, now that its commit has come
+        const list = this.pending;
+        this.pending = [];
+        this.pendingBytes = 0;
+        for (const [stream, seq, event] of list) this.onInsert(stream, seq, event);
         if (m.endLsn > this.lsn) this.lsn = m.endLsn;
         break;
+      }
       case 'R':
         m.relation.log = logColumns(m.relation, this.schema);
         break;
@@ -255,7 +306,14 @@ class WalStream {
         this.stats.inserts++;
         const v = m.values;
         // the log's columns are NOT NULL
-        if (v[cols.stream] && v[cols.seq] && v[cols.event]) this.onInsert(v[cols.stream], v[cols.seq], v[cols.event]);
+        if (!(v[cols.stream] && v[cols.seq] && v[cols.event])) break;
+        if (this.wants !== null && !this.wants(v[cols.stream])) break;
+        // held until the commit; past maxTxBytes only its stream and seq (the log has the event)
+        let event = v[cols.event];
+        if (this.pendingBytes + event.length > this.maxTxBytes) event = null;
+        else this.pendingBytes += event.length;
+        // copies: the message's buffer is the socket's, reused after this message
+        this.pending.push([Buffer.from(v[cols.stream]), Buffer.from(v[cols.seq]), event === null ? null : Buffer.from(event)]);
         break;
       }
       default:

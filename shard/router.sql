@@ -229,9 +229,9 @@ CREATE FUNCTION hxshard_proxy.export_steps(shard integer, session_id text) RETUR
     SELECT hxshard.export_steps(session_id);
 $$ LANGUAGE plproxy;
 
-CREATE FUNCTION hxshard_proxy.prepare_import(shard integer, session_id text) RETURNS void AS $$
+CREATE FUNCTION hxshard_proxy.prepare_import(shard integer, session_id text, from_shard integer) RETURNS void AS $$
     CLUSTER 'hxshard'; RUN ON shard;
-    SELECT hxshard.prepare_import(session_id);
+    SELECT hxshard.prepare_import(session_id, from_shard);
 $$ LANGUAGE plproxy;
 
 CREATE FUNCTION hxshard_proxy.import_events(shard integer, session_id text, from_shard integer,
@@ -563,7 +563,7 @@ BEGIN
 
     BEGIN
         -- 1. the log, copied while writers go on
-        PERFORM hxshard_proxy.prepare_import(to_shard, session_id);
+        PERFORM hxshard_proxy.prepare_import(to_shard, session_id, src);
         LOOP
             SELECT count(*), hxshard_proxy.import_events(to_shard, session_id, src,
                        array_agg(e.seq ORDER BY e.seq), array_agg(e.type ORDER BY e.seq),

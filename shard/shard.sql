@@ -30,17 +30,20 @@ CREATE SCHEMA hxshard;
 COMMENT ON SCHEMA hxshard IS 'hxstate sharding: the shard side (shard/shard.sql)';
 GRANT USAGE ON SCHEMA hxshard TO PUBLIC;
 
--- The sessions fenced here: moving (being copied to to_shard; writes
--- wait for the move) or moved (their route is to_shard now; the copy
--- here is kept until hxshard.sweep, for followers that read it late).
+-- The sessions fenced here: moving (being copied to shard; writes wait
+-- for the move), moved (their route is shard now; the copy here is kept
+-- until hxshard.sweep, for followers that read it late), or incoming
+-- (being copied here from shard; writes wait until the route switches
+-- here and hxshard.adopt lifts the fence).  A session that lives here has
+-- no fence.
 CREATE TABLE hxshard.fence (
     session_id text        PRIMARY KEY,
-    state      text        NOT NULL CHECK (state IN ('moving', 'moved')),
-    to_shard   integer     NOT NULL CHECK (to_shard >= 0),
-    head       bigint      NOT NULL CHECK (head >= 0),  -- the stream's last seq when fenced
+    state      text        NOT NULL CHECK (state IN ('moving', 'moved', 'incoming')),
+    shard      integer     NOT NULL CHECK (shard >= 0),   -- where it goes, or comes from
+    head       bigint      NOT NULL CHECK (head >= 0),    -- the stream's last seq when fenced (0: incoming)
     since      timestamptz NOT NULL DEFAULT now()
 );
-COMMENT ON TABLE hxshard.fence IS 'sessions moving away from this shard, or moved away (until swept)';
+COMMENT ON TABLE hxshard.fence IS 'sessions moving away from this shard, moved away (until swept), or being copied here';
 REVOKE ALL ON hxshard.fence FROM PUBLIC;
 
 -- The stream of a session, as hx_stream('state', 'session_id') on
@@ -56,10 +59,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF f.state = 'moving' THEN
-        RAISE EXCEPTION 'session % is moving to shard %', f.session_id, f.to_shard
+        RAISE EXCEPTION 'session % is moving to shard %', f.session_id, f.shard
             USING ERRCODE = 'XH501', HINT = 'Retry: the write goes to its new shard once the move is done.';
+    ELSIF f.state = 'incoming' THEN
+        RAISE EXCEPTION 'session % is being copied here from shard %', f.session_id, f.shard
+            USING ERRCODE = 'XH501', HINT = 'Retry: the write goes to its shard once the move is done.';
     END IF;
-    RAISE EXCEPTION 'session % has moved to shard %', f.session_id, f.to_shard
+    RAISE EXCEPTION 'session % has moved to shard %', f.session_id, f.shard
         USING ERRCODE = 'XH502', HINT = 'Retry through the router: the session''s route has changed.';
 END
 $$;
@@ -315,17 +321,17 @@ BEGIN
     END IF;
     SELECT * INTO f FROM hxshard.fence x WHERE x.session_id = fence.session_id;
     IF FOUND THEN
-        IF f.state = 'moving' AND f.to_shard = fence.to_shard THEN
+        IF f.state = 'moving' AND f.shard = fence.to_shard THEN
             RETURN f.head;
         END IF;
-        RAISE EXCEPTION 'session % is already % to shard %', session_id, f.state, f.to_shard
+        RAISE EXCEPTION 'session % is % (shard %)', session_id, f.state, f.shard
             USING ERRCODE = 'XH503';
     END IF;
     -- a new version of the row: a write under repeatable read that read
     -- the row before the fence now fails (40001) instead of landing here
     UPDATE public.sessions s SET session_id = s.session_id WHERE s.session_id = fence.session_id;
     SELECT coalesce(max(e.seq), 0) INTO h FROM hx_event e WHERE e.stream = hxshard.stream_of(fence.session_id);
-    INSERT INTO hxshard.fence (session_id, state, to_shard, head) VALUES (session_id, 'moving', to_shard, h);
+    INSERT INTO hxshard.fence (session_id, state, shard, head) VALUES (session_id, 'moving', to_shard, h);
     RETURN h;
 END
 $$;
@@ -385,10 +391,12 @@ BEGIN ATOMIC
                             WHERE c.stream = hxshard.stream_of(export_steps.session_id)), '[]'));
 END;
 
--- Forget what this shard holds of a session that does not live here (a
--- copy left by a move that failed, or the source's copy of one that moved
--- away), before a copy into it
-CREATE FUNCTION hxshard.prepare_import(session_id text) RETURNS void
+-- Make ready for a copy of a session from another shard: forget what
+-- this shard holds of it (a copy left by a move that failed, or this
+-- shard's own copy from before it moved away), and fence it as incoming,
+-- so that a write that reaches it here (a stale route) is refused with
+-- XH501 until the route switches here (hxshard.adopt)
+CREATE FUNCTION hxshard.prepare_import(session_id text, from_shard integer) RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET session_replication_role = replica
@@ -402,35 +410,24 @@ BEGIN
         RAISE EXCEPTION 'session % is moving away from this shard', session_id USING ERRCODE = 'XH503';
     END IF;
     IF NOT FOUND AND EXISTS (SELECT 1 FROM public.sessions x WHERE x.session_id = prepare_import.session_id) THEN
-        -- a row without a fence: the session lives here, or a copy whose
-        -- move failed before its switch; the router knows which
-        IF NOT hxshard.copy_marked(session_id) THEN
-            RAISE EXCEPTION 'session % lives on this shard', session_id USING ERRCODE = 'XH504';
-        END IF;
+        RAISE EXCEPTION 'session % lives on this shard', session_id USING ERRCODE = 'XH504';
     END IF;
+    -- the fence first (a write that waits for the row below then sees it)
+    INSERT INTO hxshard.fence (session_id, state, shard, head) VALUES (session_id, 'incoming', from_shard, 0)
+        ON CONFLICT ON CONSTRAINT fence_pkey
+        DO UPDATE SET state = 'incoming', shard = EXCLUDED.shard, head = 0, since = now();
     DELETE FROM public.sessions x WHERE x.session_id = prepare_import.session_id;
     DELETE FROM hx_event e WHERE e.stream = s;
     DELETE FROM hx_step x WHERE x.stream = s;
     DELETE FROM hx_step_call x WHERE x.stream = s;
-    DELETE FROM hxshard.fence x WHERE x.session_id = prepare_import.session_id;
-    DELETE FROM hxshard.copy x WHERE x.session_id = prepare_import.session_id;
 END
 $$;
 
--- Copies into this shard that have not been switched to yet: a row here
--- marked so is a copy, not a live session (prepare_import may replace it)
-CREATE TABLE hxshard.copy (
-    session_id text        PRIMARY KEY,
-    from_shard integer     NOT NULL,
-    since      timestamptz NOT NULL DEFAULT now()
-);
-COMMENT ON TABLE hxshard.copy IS 'sessions copied into this shard whose route has not switched to it yet';
-REVOKE ALL ON hxshard.copy FROM PUBLIC;
-
-CREATE FUNCTION hxshard.copy_marked(session_id text) RETURNS boolean
+-- Is the session being copied into this shard?
+CREATE FUNCTION hxshard.incoming(session_id text) RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-RETURN EXISTS (SELECT 1 FROM hxshard.copy c WHERE c.session_id = copy_marked.session_id);
+RETURN EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = incoming.session_id AND x.state = 'incoming');
 
 -- A page of the log, as export_events gave it; the stream's last seq here
 CREATE FUNCTION hxshard.import_events(session_id text, from_shard integer, seqs bigint[], types text[],
@@ -447,12 +444,10 @@ BEGIN
        OR cardinality(seqs) IS DISTINCT FROM cardinality(created) THEN
         RAISE EXCEPTION 'the arrays of a page differ in length' USING ERRCODE = 'array_subscript_error';
     END IF;
-    IF EXISTS (SELECT 1 FROM public.sessions x WHERE x.session_id = import_events.session_id)
-       AND NOT hxshard.copy_marked(session_id) THEN
-        RAISE EXCEPTION 'session % lives on this shard', session_id USING ERRCODE = 'XH504';
+    IF NOT hxshard.incoming(session_id) THEN
+        RAISE EXCEPTION 'session % is not being copied into this shard (hxshard.prepare_import first)', session_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    INSERT INTO hxshard.copy (session_id, from_shard) VALUES (session_id, from_shard)
-        ON CONFLICT ON CONSTRAINT copy_pkey DO NOTHING;
     INSERT INTO hx_event (stream, seq, type, event, created_at)
     SELECT s, p.seq, p.type, p.event, p.created_at
       FROM unnest(seqs, types, events, created) AS p(seq, type, event, created_at)
@@ -485,14 +480,11 @@ BEGIN
                         session_id, h, n, head
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF EXISTS (SELECT 1 FROM public.sessions x WHERE x.session_id = import_row.session_id) THEN
-        IF NOT hxshard.copy_marked(session_id) THEN
-            RAISE EXCEPTION 'session % lives on this shard', session_id USING ERRCODE = 'XH504';
-        END IF;
-        DELETE FROM public.sessions x WHERE x.session_id = import_row.session_id;
+    IF NOT hxshard.incoming(session_id) THEN
+        RAISE EXCEPTION 'session % is not being copied into this shard (hxshard.prepare_import first)', session_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    INSERT INTO hxshard.copy (session_id, from_shard) VALUES (session_id, from_shard)
-        ON CONFLICT ON CONSTRAINT copy_pkey DO NOTHING;
+    DELETE FROM public.sessions x WHERE x.session_id = import_row.session_id;
     INSERT INTO public.sessions SELECT * FROM jsonb_populate_record(NULL::public.sessions, session_row);
     DELETE FROM hx_step x WHERE x.stream = s;
     DELETE FROM hx_step_call x WHERE x.stream = s;
@@ -501,12 +493,13 @@ BEGIN
 END
 $$;
 
--- The route switched to this shard: the copy is the session now
+-- The route switched to this shard: the copy is the session now (its
+-- fence lifted)
 CREATE FUNCTION hxshard.adopt(session_id text) RETURNS void
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    DELETE FROM hxshard.copy c WHERE c.session_id = adopt.session_id;
+    DELETE FROM hxshard.fence x WHERE x.session_id = adopt.session_id AND x.state = 'incoming';
 END;
 
 -- The route switched away from this shard: moving becomes moved
@@ -563,7 +556,6 @@ BEGIN ATOMIC
     SELECT s.session_id FROM public.sessions s
      WHERE (sessions_in.buckets IS NULL OR (hashtext(s.session_id) & 1023) = ANY (sessions_in.buckets))
        AND NOT EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = s.session_id)
-       AND NOT EXISTS (SELECT 1 FROM hxshard.copy c WHERE c.session_id = s.session_id)
      ORDER BY s.session_id
      LIMIT sessions_in.max_sessions;
 END;
@@ -574,8 +566,7 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 BEGIN ATOMIC
     SELECT count(*) FROM public.sessions s
-     WHERE NOT EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = s.session_id)
-       AND NOT EXISTS (SELECT 1 FROM hxshard.copy c WHERE c.session_id = s.session_id);
+     WHERE NOT EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = s.session_id);
 END;
 
 DO $$
@@ -584,8 +575,8 @@ DECLARE
 BEGIN
     -- the copy's functions are the mover's only
     FOREACH f IN ARRAY ARRAY['fence(text,integer)', 'export_events(text,bigint,integer,integer)',
-                             'export_row(text)', 'export_steps(text)', 'prepare_import(text)',
-                             'copy_marked(text)',
+                             'export_row(text)', 'export_steps(text)', 'prepare_import(text,integer)',
+                             'incoming(text)',
                              'import_events(text,integer,bigint[],text[],jsonb[],timestamptz[])',
                              'import_row(text,integer,jsonb,jsonb,bigint)', 'adopt(text)',
                              'retire(text)', 'unfence(text)', 'sweep(interval)',

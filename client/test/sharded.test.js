@@ -127,8 +127,13 @@ test('a move copies state, log, steps and seq, and fences the source; the errors
     // a copy into a shard where the session lives is refused
     const d = await c.connectShard(dst);
     await s.query("SELECT hxshard.create('live', 'u')");
-    assert.strictEqual(await sqlstateOf(s, "SELECT hxshard.prepare_import('live')"), 'XH504');
-    assert.strictEqual(await sqlstateOf(s, "SELECT hxshard.import_events('live', 1, '{1}', '{x}', ARRAY['{}'::jsonb], ARRAY[now()])"), 'XH504');
+    assert.strictEqual(await sqlstateOf(s, "SELECT hxshard.prepare_import('live', 1)"), 'XH504');
+    assert.strictEqual(await sqlstateOf(s, "SELECT hxshard.import_events('live', 1, '{1}', '{x}', ARRAY['{}'::jsonb], ARRAY[now()])"), '55000',
+      'a copy without prepare_import');
+    // a copy being made here is fenced: a write with a stale route is told to retry
+    await d.query("SELECT hxshard.prepare_import('inc', 0)");
+    assert.strictEqual(await sqlstateOf(d, "SELECT hxshard.merge('inc', '[]')"), 'XH501');
+    assert.strictEqual(await sqlstateOf(d, "INSERT INTO sessions (session_id, user_id) VALUES ('inc', 'x')"), 'XH501');
     assert.strictEqual(await sqlstateOf(d, "SELECT hxshard.import_events('x', 1, '{1,2}', '{x}', ARRAY['{}'::jsonb], ARRAY[now()])"), '2202E');
     assert.strictEqual(await sqlstateOf(d, "SELECT hxshard.import_row('x', 1, '{\"session_id\": \"y\"}', '{}', 0)"), '22023');
     assert.strictEqual(await sqlstateOf(d, "SELECT hxshard.import_row('x', 1, '{\"session_id\": \"x\"}', '{}', 5)"), '55000', 'a copy that is not whole');
@@ -145,7 +150,7 @@ test('a move copies state, log, steps and seq, and fences the source; the errors
     await s.query('CREATE ROLE hxsh_nobody');
     await s.query('GRANT SELECT, UPDATE ON sessions TO hxsh_nobody');
     await s.query('SET ROLE hxsh_nobody');
-    for (const fn of ["hxshard.fence('live', 1)", "hxshard.prepare_import('live')", "hxshard.sweep('0 s')", "hxshard.export_row('live')"]) {
+    for (const fn of ["hxshard.fence('live', 1)", "hxshard.prepare_import('live', 1)", "hxshard.sweep('0 s')", "hxshard.export_row('live')"]) {
       assert.strictEqual(await sqlstateOf(s, `SELECT ${fn}`), '42501', fn);
     }
     await s.query('RESET ROLE');

@@ -163,22 +163,25 @@ function createSlot(slot, failover = false) {
   return `CREATE_REPLICATION_SLOT ${slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT`;
 }
 
-/** Drop a persistent slot of this name that no one uses (a hub that stopped without dropping it). */
+/**
+ * Drop a persistent slot of this name that no one uses (a hub that
+ * stopped without dropping it).  A replication connection takes the
+ * simple protocol only: the name (lower case letters, digits,
+ * underscores) is written into the text as a literal.
+ */
 function dropIdleSlot(slot) {
-  return {
-    text: `SELECT pg_catalog.pg_drop_replication_slot(s.slot_name) FROM pg_catalog.pg_replication_slots s
-            WHERE s.slot_name = $1 AND NOT s.active AND s.slot_type = 'logical'`,
-    values: [slot],
-  };
+  if (!/^[a-z0-9_]{1,63}$/.test(slot)) throw new TypeError(`not a slot name: ${slot}`);
+  return `SELECT pg_catalog.pg_drop_replication_slot(s.slot_name) FROM pg_catalog.pg_replication_slots s
+           WHERE s.slot_name = '${slot}' AND NOT s.active AND s.slot_type = 'logical'`;
 }
 
 function dropSlot(slot) {
   return `DROP_REPLICATION_SLOT ${slot}`;
 }
 
-/** Is the server a standby (in recovery)? */
+/** Is the server a standby (in recovery)?  (Simple protocol: a replication connection.) */
 function inRecovery() {
-  return { text: 'SELECT pg_catalog.pg_is_in_recovery() AS standby', values: [] };
+  return 'SELECT pg_catalog.pg_is_in_recovery() AS standby';
 }
 
 /** A standby's slot waits for the primary's next running-transactions record: write one now. */

@@ -156,15 +156,22 @@ class Server {
     });
   }
 
-  /** This stopped former primary as a standby of primary: pg_rewind, then the standby's settings. */
-  async rewindTo(primary, slot) {
+  /**
+   * This stopped former primary as a standby of primary: pg_rewind, then
+   * the standby's settings.  pg_rewind copies the source's configuration
+   * files too: this server's own settings (port, socket, and settings)
+   * are appended again after it, and win.
+   */
+  async rewindTo(primary, slot, settings = {}) {
     await must(this.bin('pg_rewind'), ['-D', this.data, `--source-server=${primary.conninfo()}`, '--no-sync']);
     fs.writeFileSync(path.join(this.data, 'standby.signal'), '');
     if (asRoot) spawnSync('chown', ['postgres:', path.join(this.data, 'standby.signal')]);
     this.configure({
       port: this.port,
+      unix_socket_directories: this.dir,
       primary_conninfo: `host=127.0.0.1 port=${primary.port} user=postgres application_name=${this.name}`,
       primary_slot_name: slot,
+      ...settings,
     });
   }
 

@@ -52,9 +52,11 @@ class HxShardedHub extends EventEmitter {
    *   pg.Client config (or a connection string, or () => config)
    * @param {object|function} [options.shard] each shard's connection:
    *   a config merged over the shard's connection string from the router
-   *   (user, password, ssl, ...), or (shard, role, conninfoConfig) =>
-   *   config (role as HxHub's pg option gives it: 'reader', 'listen',
-   *   'replication'), for instance to decode a shard's WAL on its standby
+   *   (user, password, ssl, ...), or (shard, role, conninfo) => config (or
+   *   a promise of one; role as HxHub's pg option gives it: 'reader',
+   *   'listen', 'replication'; conninfo the router's string for the
+   *   shard), for instance to decode a shard's WAL on its standby, or to
+   *   find a shard's primary among several hosts (pg takes one host)
    * @param {object} [options.hub] options for every shard's HxHub
    *   (transport, publication, pollInterval, maxQueue, ...)
    * @param {number} [options.routeInterval=5000] ms between polls of the
@@ -292,10 +294,9 @@ class HxShardedHub extends EventEmitter {
 
   /** The config of a connection of shard s for role. */
   async _shardConfig(s, role) {
-    const base = parseConninfo(s.conninfo);
     const opt = this._o.shard;
-    if (typeof opt === 'function') return opt(s.shard, role, base);
-    return { ...base, ...(opt || {}) };
+    if (typeof opt === 'function') return opt(s.shard, role, s.conninfo);
+    return { ...parseConninfo(s.conninfo), ...(opt || {}) };
   }
 
   async _startShard(s) {

@@ -14,12 +14,8 @@
 #
 # The sharding runs (test/shard) need PL/Proxy in every server: Debian's
 # postgresql-15-plproxy for 15, and for the PostgreSQL 18 builds the
-# source of Debian's unstable postgresql-plproxy, built and installed into
-# each cached build of 18 with it (hx_build_pg).  The failover runs on 15
-# load pg_failover_slots, built from Debian unstable's source package
-# pg-failover-slots into a cached build of its own and copied into the
-# server (hx_build_failover_slots); PostgreSQL 17 and later have what it
-# does in core (synchronized_standby_slots).
+# source of Debian's postgresql-plproxy, built and installed into each
+# cached build of 18 with it (hx_build_pg).
 
 HX_PG_VERSION=15
 HX_PG_CONFIG=${HX_PG_CONFIG:-/usr/lib/postgresql/$HX_PG_VERSION/bin/pg_config}
@@ -35,8 +31,6 @@ HX_CASSERT_CFLAGS="-O2 -g -DUSE_VALGRIND"
 # Debian source packages of extensions built into the cached 18 builds
 # (in their stamps: a change rebuilds them)
 HX_PG18_EXTRAS="postgresql-plproxy"
-# pg_failover_slots for PostgreSQL 15 (a cached build of its own)
-HX_FAILOVER_SLOTS_SOURCE=pg-failover-slots
 # PostgreSQL 18 as a release build, for the benchmark only (bench/run):
 # timings on an assert-enabled server say little
 HX_PG18_RELEASE_PREFIX=$HX_CACHE/pg$HX_PG18_VERSION-release
@@ -63,8 +57,7 @@ hx_bindir() {						# pg_config
 # The packages of a set that are missing, by a file each one provides.
 # Sets: base (always), pg18 (building PostgreSQL 18 from source), ci
 # (the reliability runs, the browser test, the Debian package and the
-# PGXN zip), shard (the sharding runs and benchmark: PL/Proxy,
-# pg_failover_slots' build), long.
+# PGXN zip), shard (the sharding runs and benchmark: PL/Proxy), long.
 hx_missing_packages() {
 	local set missing=()
 	for set in base "$@"; do
@@ -97,12 +90,10 @@ hx_missing_packages() {
 				;;
 			shard)
 				# test/shard and bench/shard.sh: PL/Proxy in Debian's 15
-				# (the 18 builds have their own, from source); building
-				# pg_failover_slots for 15 (its server headers include
-				# gssapi.h: Debian builds PostgreSQL with GSSAPI)
+				# (the 18 builds have their own, built from source with
+				# bison and flex)
 				[ -f /usr/lib/postgresql/$HX_PG_VERSION/lib/plproxy.so ] ||
 					missing+=(postgresql-$HX_PG_VERSION-plproxy)
-				[ -f /usr/include/gssapi/gssapi.h ] || missing+=(libkrb5-dev)
 				command -v bison >/dev/null || missing+=(bison)
 				command -v flex >/dev/null || missing+=(flex)
 				[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] ||
@@ -228,9 +219,10 @@ hx_make_cache() {
 # ---------------------------------------------------------------------
 
 # Debian's source package <package> into dir: the newest version, of
-# Debian's unstable suite or else of testing or stable, whose upstream tarball the
-# mirror still serves (it has answered 404 for some: postgresql-plproxy
-# 2.12.0 of unstable and testing, whose 2.11.0 of stable it serves).  apt reads a
+# Debian's unstable suite or else of testing or stable, whose upstream
+# tarball the mirror still serves (it has answered 404 for some:
+# postgresql-plproxy 2.12.0 of unstable and testing, whose 2.11.0 of
+# stable it serves; every version of pg-failover-slots).  apt reads a
 # sources list of its own (deb-src lines only, for those suites only,
 # with Debian's archive key), under HX_CACHE/apt-src, so the machine's
 # own apt configuration never sees them: no binary package of them can be
@@ -374,37 +366,6 @@ hx_install_pgtap() {
 	ext=$("$pgc" --sharedir)/extension
 	[ -f "$ext/pgtap.control" ] && return 0
 	hx_root cp /usr/share/postgresql/$HX_PG_VERSION/extension/pgtap* "$ext/"
-}
-
-# pg_failover_slots for the server of pg_config (PostgreSQL 15: 17 and
-# later have synchronized_standby_slots in core), built from Debian
-# unstable's source package once per machine and server version into a
-# cached build of its own (HX_CACHE/pg_failover_slots-<version>), then
-# its library copied into the server's.  A module, not an extension:
-# servers load it with shared_preload_libraries.
-hx_failover_slots_dir() {				# pg_config
-	echo "$HX_CACHE/pg_failover_slots-$("$1" --version | awk '{print $2}')"
-}
-
-hx_build_failover_slots_into() {			# stage pg_config
-	local stage=$1 pgc=$2 lib
-	hx_build_source_extension "$HX_FAILOVER_SLOTS_SOURCE" "$pgc" "$stage/dest" || return 1
-	lib=$(find "$stage/dest" -name 'pg_failover_slots.so' | head -1)
-	[ -n "$lib" ] || { echo "the build of $HX_FAILOVER_SLOTS_SOURCE made no pg_failover_slots.so" >&2; return 1; }
-	cp "$lib" "$stage/pg_failover_slots.so"
-	rm -rf "$stage/dest"
-}
-
-hx_build_failover_slots() {				# pg_config
-	local pgc=$1 dir stamp
-	dir=$(hx_failover_slots_dir "$pgc")
-	stamp="$HX_FAILOVER_SLOTS_SOURCE for $("$pgc" --version)"
-	if ! hx_cache_valid "$dir" "$stamp"; then
-		hx_log "building $HX_FAILOVER_SLOTS_SOURCE for $("$pgc" --version) into $dir (once per machine)"
-		hx_cached_build "$dir" "$stamp" hx_build_failover_slots_into "$pgc" || return 1
-	fi
-	cmp -s "$dir/pg_failover_slots.so" "$("$pgc" --pkglibdir)/pg_failover_slots.so" ||
-		hx_root install -m 755 "$dir/pg_failover_slots.so" "$("$pgc" --pkglibdir)/pg_failover_slots.so"
 }
 
 # PL/Proxy for the server of pg_config: Debian's package installs it into

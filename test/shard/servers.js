@@ -53,6 +53,21 @@ function makeDir(dir) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// What this process started is stopped when it exits, however it exits
+// (a signal included): the servers by pg_ctl, process groups by kill -9.
+const running = new Set();   // Servers started and not stopped
+const groups = new Set();    // process group ids
+process.on('exit', () => {
+  for (const s of running) {
+    const [c, a] = asRoot ? ['runuser', ['-u', 'postgres', '--', s.bin('pg_ctl')]] : [s.bin('pg_ctl'), []];
+    spawnSync(c, [...a, '-D', s.data, '-m', 'immediate', '-w', 'stop'], { stdio: 'ignore' });
+  }
+  for (const g of groups) {
+    try { process.kill(-g, 'SIGKILL'); } catch (err) { /* gone */ }
+  }
+});
+for (const [sig, n] of [['SIGINT', 2], ['SIGTERM', 15], ['SIGHUP', 1]]) process.on(sig, () => process.exit(128 + n));
+
 class Server {
   /**
    * @param {string} bindir the server's bin directory
@@ -109,11 +124,13 @@ class Server {
   }
 
   async start() {
+    running.add(this);
     await must(this.bin('pg_ctl'), ['-D', this.data, '-l', this.log, '-w', '-t', '120', 'start']);
   }
 
   async stop(mode = 'fast') {
     await run(this.bin('pg_ctl'), ['-D', this.data, '-m', mode, '-w', '-t', '120', 'stop']);
+    running.delete(this);
   }
 
   pid() {
@@ -204,4 +221,4 @@ class Server {
   }
 }
 
-module.exports = { Server, freePorts, makeDir, run, must, sleep };
+module.exports = { Server, freePorts, makeDir, run, must, sleep, groups };

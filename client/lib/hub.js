@@ -471,18 +471,19 @@ class HxHub extends EventEmitter {
   // -------------------------------------------------------------------
 
   /** An insert of the log decoded: is its stream followed?  (Those that are not are not even kept.) */
-  _wantsStream(streamBuf) {
+  _wantsStream(stream) {
     this.stats.walInserts++;
-    return this._entries.has(streamBuf.toString('utf8'));
+    return this._entries.has(stream);
   }
 
-  _onWalInsert(streamBuf, seqBuf, eventBuf) {
-    const entry = this._entries.get(streamBuf.toString('utf8'));
+  /** An insert of the log, at its commit: its event's JSON text (null: read it from the log). */
+  _onWalInsert(stream, seq, text, bytes) {
+    const entry = this._entries.get(stream);
     if (!entry) return; // not followed (any more)
     this.stats.walEvents++;
-    if (eventBuf === null) {
+    if (text === null) {
       // a transaction too large to hold: its events are read from the log
-      entry.saw(Number(seqBuf.toString('latin1')));
+      entry.saw(seq);
       for (const sub of [...entry.subs]) {
         sub._noticed('wal');
         this._check(sub);
@@ -491,17 +492,19 @@ class HxHub extends EventEmitter {
     }
     let event;
     try {
-      event = JSON.parse(eventBuf.toString('utf8'));
+      event = JSON.parse(text);
     } catch (err) {
       return; // cannot happen for jsonb; the log has it anyway
     }
-    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, eventBuf.length, 'wal');
+    this._onLogEvent(entry, seq, event, bytes, 'wal');
   }
 
   /** An event the log holds at seq, bytes long (rule 2): the WAL brings the log's own rows. */
   _onLogEvent(entry, seq, event, bytes, via) {
     entry.saw(seq);
-    for (const sub of [...entry.subs]) {
+    // a copy of the set (offering may stop a subscription), unless it has one
+    const subs = entry.subs.size === 1 ? entry.subs : [...entry.subs];
+    for (const sub of subs) {
       sub._noticed(via);
       const r = sub._offer(seq, event, bytes);
       if (r === 'old') continue;

@@ -265,7 +265,7 @@ class Link {
         slotName: this._o.slotName,
         failover: this._o.failoverSlot,
         wants: (stream) => this._hub._wantsStream(stream),
-        onInsert: (stream, seq, event) => this._hub._onWalInsert(stream, seq, event),
+        onInsert: (stream, seq, event, bytes) => this._hub._onWalInsert(stream, seq, event, bytes),
         onError: (err) => this.connections.lose(conn, err),
         // a slot on a standby waits for the primary's next running-transactions record
         nudge: () => {

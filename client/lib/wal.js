@@ -58,7 +58,7 @@
 // needs it least; so the hub keeps pg for all three.
 const crypto = require('node:crypto');
 const sql = require('./sql');
-const { parseCopyData, standbyStatus, copyDataMessage, copyDoneMessage, PgOutputDecoder } = require('./pgoutput');
+const { standbyStatus, copyDataMessage, copyDoneMessage, PgOutputDecoder, scanInsert } = require('./pgoutput');
 
 /** A relation that is the event log (or one of its partitions, when the
  * publication does not publish via the root): the positions of the columns
@@ -135,10 +135,11 @@ class WalStream {
    * @param {string} o.publication the publication of hx_event's inserts
    * @param {string} o.schema the extension's schema (where hx_event is)
    * @param {number} o.statusInterval ms between standby status updates
-   * @param {(stream: Buffer, seq: Buffer, event: Buffer|null) => void} o.onInsert
-   *   one insert into the log, columns as text, at its transaction's
-   *   commit; event null when the transaction held more than maxTxBytes
-   *   of events (the log has it: read it there)
+   * @param {(stream: string, seq: number, event: string|null, bytes: number) => void} o.onInsert
+   *   one insert into the log at its transaction's commit: the stream,
+   *   the seq, the event's JSON text and its length in bytes; the text
+   *   null when the transaction held more than maxTxBytes of events (the
+   *   log has it: read it there)
    * @param {(err: Error) => void} o.onError the stream failed or ended
    * @param {string|null} [o.slotName] the slot's name (a persistent
    *   failover slot's); null: a temporary slot of a name made up here
@@ -146,9 +147,9 @@ class WalStream {
    * @param {() => void} [o.nudge] called every second while a slot on a
    *   standby waits for the primary's running-transactions record
    * @param {number} [o.maxTxBytes] bytes of events held per transaction
-   * @param {(stream: Buffer) => boolean} [o.wants] is an insert of this
+   * @param {(stream: string) => boolean} [o.wants] is an insert of this
    *   stream wanted (followed)?  Those that are not are dropped as they
-   *   are decoded.
+   *   are decoded, their events never read.
    */
   constructor(client, o) {
     this.client = client;
@@ -162,8 +163,9 @@ class WalStream {
     this.nudge = o.nudge || null;
     this.maxTxBytes = o.maxTxBytes || 16 * 1024 * 1024;
     this.wants = o.wants || null;
-    this.pending = [];       // the inserts of the transaction being received
+    this.pending = [];       // the inserts of the transaction being received: stream, seq, text, bytes, ...
     this.pendingBytes = 0;
+    this._scan = { streamStart: 0, streamEnd: 0, eventStart: 0, eventEnd: 0, seq: 0 }; // scanInsert's, reused
     this.standby = false;    // the slot is on a standby
     this.slot = null;
     this.consistentPoint = null;
@@ -261,59 +263,74 @@ class WalStream {
     this.streaming.send(standbyStatus(this.lsn, Date.now(), replyRequested));
   }
 
+  /**
+   * One CopyData payload.  The common messages (XLogData of begin, insert
+   * and commit, and keepalives) are read in place, allocating nothing but
+   * the strings the hub needs; relations through the decoder.
+   */
   _receive(chunk) {
     if (this.closed) return;
     try {
-      const msg = parseCopyData(chunk);
-      if (msg.tag === 'w') {
+      const tag = chunk[0];
+      if (tag === 0x77) { // 'w': XLogData, its pgoutput message at 25
         this.stats.messages++;
-        this._message(this.decoder.decode(msg.data));
-      } else if (msg.tag === 'k') {
+        this._message(chunk, 25);
+      } else if (tag === 0x6b) { // 'k': keepalive
         this.stats.keepalives++;
         // between transactions, everything up to walEnd has been sent to us
-        if (!this.inTransaction && msg.walEnd > this.lsn) this.lsn = msg.walEnd;
+        const walEnd = chunk.readBigUInt64BE(1);
+        if (!this.inTransaction && walEnd > this.lsn) this.lsn = walEnd;
         // the server closes a connection that does not answer this within wal_sender_timeout
-        if (msg.replyRequested) this._status(false);
+        if (chunk[17] === 1) this._status(false);
       }
     } catch (err) {
       this._fail(err);
     }
   }
 
-  _message(m) {
-    switch (m.tag) {
-      case 'B':
+  _message(data, at) {
+    switch (data[at]) {
+      case 0x42: // 'B'
         this.inTransaction = true;
         this.pending = [];
         this.pendingBytes = 0;
         break;
-      case 'C': {
+      case 0x43: { // 'C': flags, commit LSN, end LSN, time
         this.inTransaction = false;
         // the transaction's inserts, now that its commit has come
         const list = this.pending;
         this.pending = [];
         this.pendingBytes = 0;
-        for (const [stream, seq, event] of list) this.onInsert(stream, seq, event);
-        if (m.endLsn > this.lsn) this.lsn = m.endLsn;
+        for (let i = 0; i < list.length; i += 4) this.onInsert(list[i], list[i + 1], list[i + 2], list[i + 3]);
+        const endLsn = data.readBigUInt64BE(at + 10);
+        if (endLsn > this.lsn) this.lsn = endLsn;
         break;
       }
-      case 'R':
+      case 0x52: { // 'R'
+        const m = this.decoder.decode(data.subarray(at));
         m.relation.log = logColumns(m.relation, this.schema);
         break;
-      case 'I': {
-        const cols = m.relation.log;
+      }
+      case 0x49: { // 'I'
+        const relation = this.decoder.relations.get(data.readUInt32BE(at + 1));
+        if (!relation) throw new Error(`hxstate: pgoutput: insert into unknown relation ${data.readUInt32BE(at + 1)}`);
+        const cols = relation.log;
         if (!cols) break;
         this.stats.inserts++;
-        const v = m.values;
-        // the log's columns are NOT NULL
-        if (!(v[cols.stream] && v[cols.seq] && v[cols.event])) break;
-        if (this.wants !== null && !this.wants(v[cols.stream])) break;
-        // held until the commit; past maxTxBytes only its stream and seq (the log has the event)
-        let event = v[cols.event];
-        if (this.pendingBytes + event.length > this.maxTxBytes) event = null;
-        else this.pendingBytes += event.length;
-        // copies: the message's buffer is the socket's, reused after this message
-        this.pending.push([Buffer.from(v[cols.stream]), Buffer.from(v[cols.seq]), event === null ? null : Buffer.from(event)]);
+        const out = this._scan;
+        if (!scanInsert(data, at, cols, out)) break;
+        const stream = data.toString('utf8', out.streamStart, out.streamEnd);
+        if (this.wants !== null && !this.wants(stream)) break;
+        // held until the commit (as text: the message's buffer is the
+        // socket's, reused after this message); past maxTxBytes only its
+        // stream and seq (the log has the event)
+        const bytes = out.eventEnd - out.eventStart;
+        let text = null;
+        if (this.pendingBytes + bytes <= this.maxTxBytes) {
+          this.pendingBytes += bytes;
+          text = data.toString('utf8', out.eventStart, out.eventEnd);
+        }
+        this.pending.push(stream, out.seq, text, bytes);
         break;
       }
       default:

@@ -43,7 +43,7 @@ function stream(o = {}) {
   const got = [];
   const wal = new WalStream({}, {
     publication: 'p', schema: 'public', statusInterval: 1000,
-    onInsert: (s, q, e) => got.push([s.toString(), q.toString(), e === null ? null : e.toString()]),
+    onInsert: (s, q, e, bytes) => got.push([s, String(q), e, bytes]),
     onError: (err) => { throw err; },
     ...o,
   });
@@ -60,7 +60,7 @@ test('a transaction\'s inserts are handed on at its commit, copied out of the me
   assert.deepEqual(got, [], 'nothing before the commit message');
   m1.fill(0); // the socket's buffer is reused for what comes next
   wal._receive(commit(900));
-  assert.deepEqual(got, [['sessions:a', '1', '{"type":"STATE_SNAPSHOT"}'], ['sessions:b', '4', '{"type":"STATE_DELTA"}']]);
+  assert.deepEqual(got, [['sessions:a', '1', '{"type":"STATE_SNAPSHOT"}', 25], ['sessions:b', '4', '{"type":"STATE_DELTA"}', 22]]);
   assert.equal(wal.lsn, 900n, 'the commit confirmed');
   // a transaction whose commit never comes (the connection dropped) hands on nothing
   wal._receive(begin());
@@ -72,14 +72,14 @@ test('a transaction\'s inserts are handed on at its commit, copied out of the me
 });
 
 test('only followed streams are kept; past maxTxBytes a transaction\'s events are seqs to read from the log', () => {
-  const { wal, got } = stream({ wants: (s) => s.toString() !== 'sessions:x', maxTxBytes: 10 });
+  const { wal, got } = stream({ wants: (s) => s !== 'sessions:x', maxTxBytes: 10 });
   wal._receive(begin());
   wal._receive(relation());
   wal._receive(insert('sessions:x', 1, '{}'));
   wal._receive(insert('sessions:a', 1, '{"a":1}'));
   wal._receive(insert('sessions:a', 2, '{"a":12345}'));
   wal._receive(commit(100));
-  assert.deepEqual(got, [['sessions:a', '1', '{"a":1}'], ['sessions:a', '2', null]]);
+  assert.deepEqual(got, [['sessions:a', '1', '{"a":1}', 7], ['sessions:a', '2', null, 11]]);
 });
 
 test('slot names as PostgreSQL lists them', () => {

@@ -16,6 +16,11 @@
  * one.  A value that does not compress (by at least 2 bytes, pglz also by
  * its own thresholds), and one already compressed, comes back as it was.
  *
+ * Only values of types that PostgreSQL compresses itself (storage
+ * "extended" or "main") are taken: every function of such a type detoasts
+ * its arguments.  A type of storage "plain" (tsquery, int2vector, ...) is
+ * read raw by its functions, which would misread a compressed datum.
+ *
  * The function is STABLE, not IMMUTABLE: without a method its result's
  * bytes follow default_toast_compression, and the planner would fold an
  * immutable call on constants into a Const, which it stores decompressed.
@@ -29,6 +34,7 @@
 #include "access/detoast.h"
 #include "access/toast_compression.h"
 #include "access/toast_internals.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -42,6 +48,7 @@ hx_compress(PG_FUNCTION_ARGS)
 {
 	Oid			typid = get_fn_expr_argtype(fcinfo->flinfo, 0);
 	char		method = InvalidCompressionMethod;
+	char		storage;
 	struct varlena *value;
 	Datum		compressed;
 
@@ -53,6 +60,23 @@ hx_compress(PG_FUNCTION_ARGS)
 				 errmsg("hx_compress takes a value of a variable-length type"),
 				 errdetail("The value is of type %s.",
 						   OidIsValid(typid) ? format_type_be(typid) : "unknown")));
+
+	/*
+	 * Only a type whose values PostgreSQL itself compresses may get one: its
+	 * functions detoast what they read.  Those of storage "plain" (tsquery,
+	 * int2vector, oidvector, ...) read their argument's bytes as they are,
+	 * and would take a compressed datum's header and compressed bytes for
+	 * their own; "external" ones are moved out of line, never compressed.
+	 */
+	storage = get_typstorage(typid);
+	if (storage != TYPSTORAGE_EXTENDED && storage != TYPSTORAGE_MAIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("hx_compress cannot compress a value of type %s",
+						format_type_be(typid)),
+				 errdetail("PostgreSQL never compresses values of type %s (its storage is \"%s\"); only types of storage \"extended\" or \"main\" read compressed values.",
+						   format_type_be(typid),
+						   storage == TYPSTORAGE_PLAIN ? "plain" : "external")));
 	if (!PG_ARGISNULL(1))
 	{
 		char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(1));

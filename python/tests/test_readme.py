@@ -1,4 +1,4 @@
-"""The README's Python examples run as written (each block after a
+"""python/README.md's examples run as written (each block after a
 ``<!-- python-example -->`` marker), against the test database."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ TOP = Path(__file__).resolve().parents[2]
 
 
 def blocks() -> list[str]:
-    text = (TOP / "README.md").read_text()
+    text = (TOP / "python" / "README.md").read_text()
     return re.findall(r"<!-- python-example:[^>]*-->\n```python\n(.*?)```", text, re.S)
 
 
@@ -53,9 +53,9 @@ def test_example_runs(dsn: str, n: int) -> None:
 
 
 def hitl_blocks() -> dict[str, str]:
-    """The example's files: the hook in the README, the rest in docs/langgraph.md."""
+    """The example's files: the hook in python/README.md, the rest in docs/langgraph.md."""
     found: dict[str, str] = {}
-    for doc in ("README.md", "docs/langgraph.md"):
+    for doc in ("python/README.md", "docs/langgraph.md"):
         for name, code in re.findall(r"<!-- langgraph-hitl: (\S+)[^>]*-->\n```\w+\n(.*?)```", (TOP / doc).read_text(), re.S):
             assert name not in found, f"{name} twice"
             found[name] = code
@@ -63,7 +63,7 @@ def hitl_blocks() -> dict[str, str]:
 
 
 def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
-    """"Human in the loop through the gateway" (README.md's LangGraph section
+    """"Human in the loop through the gateway" (python/README.md's LangGraph section
     and docs/langgraph.md): its files as written, in a directory of their
     own, and its commands, each line as written: the setup, the gateway
     (until it listens), the client."""

@@ -45,6 +45,23 @@ SELECT hx_compress(NULL::jsonb) IS NULL AS null_in_null_out;
 \pset format unaligned
 SELECT err($$SELECT hx_compress(42)$$);
 SELECT err($$SELECT hx_compress('{}'::jsonb, 'zstd')$$);
+-- types PostgreSQL never compresses (storage plain): their functions read
+-- their argument's bytes raw, and took a compressed datum for their own
+SELECT err($$SELECT numnode(hx_compress(string_agg('t' || g, ' & ')::tsquery, 'pglz')) FROM generate_series(1, 3000) g$$);
+SELECT err($$SELECT hx_compress(string_agg('a' || g, ' & ')::tsquery, 'pglz')::text FROM generate_series(1, 3000) g$$);
+SELECT err($$SELECT hx_compress(array_to_string(array_fill(7, ARRAY[50]), ' ')::int2vector)$$);
+SELECT err($$SELECT hx_compress(array_to_string(array_fill(7, ARRAY[50]), ' ')::oidvector)$$);
+CREATE DOMAIN plain_query AS tsquery;
+SELECT err($$SELECT hx_compress('a & b'::plain_query)$$);
+DROP DOMAIN plain_query;
+\pset tuples_only off
+\pset format aligned
+-- storage "main" (numeric) and "extended" (arrays, text, composites) are taken
+SELECT hx_compress(repeat('9', 5000)::numeric) = repeat('9', 5000)::numeric AS numeric_equal,
+       pg_column_compression(hx_compress(repeat('9', 5000)::numeric, 'pglz')) AS numeric_method;
+SELECT (hx_compress(ROW(repeat('ab', 2000), 1)::record)::text) = (ROW(repeat('ab', 2000), 1)::text) AS record_equal;
+\pset tuples_only on
+\pset format unaligned
 \pset tuples_only off
 \pset format aligned
 

@@ -429,12 +429,17 @@ LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 RETURN EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = incoming.session_id AND x.state = 'incoming');
 
--- A page of the log, as export_events gave it; the stream's last seq here
+-- A page of the log, as export_events gave it; the stream's last seq
+-- here.  The events go in as the source logged them (their seqs and
+-- their days): hx_event_guard, which holds SQL's inserts to a log
+-- stream's next event dated now, is a trigger of the log, off in this
+-- function (session_replication_role replica), as all the copy's are.
 CREATE FUNCTION hxshard.import_events(session_id text, from_shard integer, seqs bigint[], types text[],
                                       events jsonb[], created timestamptz[])
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
+SET session_replication_role = replica
 AS $$
 DECLARE
     s text := hxshard.stream_of(session_id);

@@ -270,7 +270,9 @@ async function partFailover() {
           await db.query('SELECT hxshard.merge($1, $2)', [keys[(w * 7919 + i * 13) % keys.length], append(item)]);
           acks.set(item, performance.now());
         } catch (err) {
+          // its shard has no primary: a new router connection after a while, as a client would
           await db.end().catch(() => {});
+          await sleep(100);
           db = await connect();
         }
         const wait = 1000 / rate - (performance.now() - t0);

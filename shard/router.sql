@@ -280,7 +280,24 @@ CREATE FUNCTION hxshard_proxy.session_count(shard integer) RETURNS bigint AS $$
     SELECT hxshard.session_count();
 $$ LANGUAGE plproxy;
 
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hxshard_proxy FROM PUBLIC;
+-- The application's calls are anyone's (each runs as its caller, on the
+-- shard too); the mover's are no one's but their owner's
+DO $$
+DECLARE
+    f text;
+BEGIN
+    FOREACH f IN ARRAY ARRAY['fence(integer,text,integer)',
+                             'export_events(integer,text,bigint,integer,integer)',
+                             'export_row(integer,text)', 'export_steps(integer,text)',
+                             'prepare_import(integer,text,integer)',
+                             'import_events(integer,text,integer,bigint[],text[],jsonb[],timestamptz[])',
+                             'import_row(integer,text,integer,jsonb,jsonb,bigint)', 'adopt(integer,text)',
+                             'retire(integer,text)', 'unfence(integer,text)', 'sweep(interval)',
+                             'sessions_in(integer,integer[],integer)', 'session_count(integer)'] LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION hxshard_proxy.%s FROM PUBLIC', f);
+    END LOOP;
+END
+$$;
 
 --
 -- The application's functions: writes retry while the session moves
@@ -290,6 +307,18 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA hxshard_proxy FROM PUBLIC;
 CREATE FUNCTION hxshard.retry_ms() RETURNS integer
 LANGUAGE sql STABLE
 RETURN coalesce(nullif(current_setting('hxshard.retry_ms', true), '')::integer, 5000);
+
+-- A session's key is never NULL (PL/Proxy cannot route one)
+CREATE FUNCTION hxshard.key_given(session_id text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF session_id IS NULL THEN
+        RAISE EXCEPTION 'a session''s key must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+END
+$$;
 
 -- Run a routed call until it does not meet a moving or moved session
 -- (XH501, XH502): the route is read afresh each time (read committed)
@@ -328,6 +357,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             -- the bucket's lock orders the create with a move of the bucket
@@ -349,6 +379,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.merge(session_id, writes);
@@ -368,6 +399,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.set(session_id, changes);
@@ -387,6 +419,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.advance(session_id, event);
@@ -408,6 +441,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.stage(session_id, step, call, writes, ord);
@@ -427,6 +461,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.promote(session_id, step);
@@ -446,6 +481,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.remove(session_id);
@@ -466,6 +502,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.get(session_id);
@@ -486,6 +523,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             SELECT s.stream, s.seq, s.state INTO stream, seq, state FROM hxshard_proxy.snapshot(session_id) s;
@@ -506,6 +544,7 @@ DECLARE
     tries integer := 0;
     started timestamptz := clock_timestamp();
 BEGIN
+    PERFORM hxshard.key_given(session_id);
     LOOP
         BEGIN
             RETURN hxshard_proxy.state_at(session_id, seq);

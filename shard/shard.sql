@@ -113,6 +113,20 @@ BEGIN
 END
 $$;
 
+-- A write of a fenced session is refused (XH501, XH502): the check of
+-- hxshard.stage, whose calls do not go through the sessions table
+CREATE FUNCTION hxshard.check_fenced(session_id text) RETURNS void
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f hxshard.fence;
+BEGIN
+    SELECT * INTO f FROM hxshard.fence x WHERE x.session_id = check_fenced.session_id;
+    IF FOUND THEN PERFORM hxshard.refuse(f); END IF;
+END
+$$;
+
 -- A read of a session that has moved away is refused (XH502), so that the
 -- router reads it on its new shard; one that is moving reads here (its
 -- state is whole here until the move switches its route).
@@ -154,6 +168,9 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
+    IF writes IS NULL THEN
+        RAISE EXCEPTION 'writes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     UPDATE public.sessions s SET state = hx_merge(s.state, writes), updated_at = now()
      WHERE s.session_id = merge.session_id;
     IF NOT FOUND THEN PERFORM hxshard.missing(session_id); END IF;
@@ -196,6 +213,9 @@ AS $$
 DECLARE
     p text;
 BEGIN
+    IF event IS NULL THEN
+        RAISE EXCEPTION 'the event must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     UPDATE public.sessions s SET phase = hx_next_phase('agent_session', s.phase, event), updated_at = now()
      WHERE s.session_id = advance.session_id
     RETURNING s.phase INTO p;
@@ -213,13 +233,10 @@ RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    f hxshard.fence;
 BEGIN
     PERFORM 1 FROM public.sessions s WHERE s.session_id = stage.session_id FOR SHARE;
     IF NOT FOUND THEN PERFORM hxshard.missing(session_id); END IF;
-    SELECT * INTO f FROM hxshard.fence x WHERE x.session_id = stage.session_id;
-    IF FOUND THEN PERFORM hxshard.refuse(f); END IF;
+    PERFORM hxshard.check_fenced(session_id);
     RETURN hx_stage(hxshard.stream_of(session_id), step, call, writes, ord);
 END
 $$;
@@ -233,6 +250,9 @@ AS $$
 DECLARE
     w jsonb;
 BEGIN
+    IF step IS NULL THEN
+        RAISE EXCEPTION 'the step must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     WITH p AS (SELECT hx_promote(hxshard.stream_of(promote.session_id), promote.step) AS writes)
     UPDATE public.sessions s SET state = hx_merge(s.state, p.writes), updated_at = now()
       FROM p

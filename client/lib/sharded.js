@@ -80,7 +80,8 @@ class HxShardedHub extends EventEmitter {
     this._byKey = new Map();    // key -> Set(sub)
     this._routing = new Set();  // keys whose route is to be read
     this._routeTimer = null;
-    this._routeQueued = false;
+    this._routeQueued = false;  // a read is scheduled
+    this._reading = false;      // a read runs (one at a time: a flood of notifications costs one more)
     this._all = false;          // read every followed key's route
     this._router = new RouterLink({
       pg: o.router,
@@ -207,12 +208,17 @@ class HxShardedHub extends EventEmitter {
   }
 
   _queueRoutes() {
-    if (this._routeQueued || this._phase === 'idle' || this._phase === 'stopped') return;
+    if (this._routeQueued || this._reading || this._phase === 'idle' || this._phase === 'stopped') return;
     if (this._phase === 'starting') return; // start() reads them all
     this._routeQueued = true;
     setImmediate(() => {
       this._routeQueued = false;
-      this._readRoutes().catch((err) => this._error(err));
+      this._reading = true;
+      this._readRoutes().catch((err) => this._error(err)).finally(() => {
+        this._reading = false;
+        // what was asked for while it ran
+        if (this._all || this._routing.size > 0) this._queueRoutes();
+      });
     });
   }
 
@@ -233,6 +239,8 @@ class HxShardedHub extends EventEmitter {
       if (all) this._all = true;
       throw err;
     }
+    // a route to a shard not known here: one added since the shards were read
+    if (!all && [...routes.values()].some((sh) => sh !== null && !this._shards.has(sh))) await this._syncShards(false);
     for (const key of keys) {
       const set = this._byKey.get(key);
       if (!set) continue;
@@ -245,10 +253,14 @@ class HxShardedHub extends EventEmitter {
   _place(sub, shard) {
     if (sub.stopped) return;
     if (shard !== null && !this._shards.has(shard)) {
-      // a shard the router has and we do not know yet
-      this._all = true;
-      this._routing.add(sub.key);
-      this._queueRoutes();
+      // a route to a shard the router does not list (the shards were
+      // read just before when they changed): wait, and say so; the next
+      // poll reads the route and the shards again
+      const err = new Error(`hxstate: the router routes ${sub.key} to shard ${shard}, which hxshard.shards() does not list`);
+      err.shard = shard;
+      this._error(err);
+      sub._route(null);
+      for (const s of this._shards.values()) s.waiting.delete(sub);
       return;
     }
     for (const s of this._shards.values()) if (s.shard !== shard) s.waiting.delete(sub);

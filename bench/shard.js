@@ -9,7 +9,8 @@
 //             same UPDATE ... hx_merge on the shard directly, alternating
 //             in rounds: p50 of each and the ratio (target <= 1.3)
 //   scale     8 writers through the router, 2,000 sessions dealt over 1, 2
-//             and 4 shards: writes a second (on 2 cores the shards, the
+//             and 4 shards (three clusters at once, the rounds rotating
+//             between them): writes a second (on 2 cores the shards, the
 //             router and the writers share the cores)
 //   moves     200 live moves under 8 writers; a probe writer writes the
 //             session being moved while it moves: the longest of its
@@ -144,22 +145,28 @@ async function drive(c, w, secs, pick) {
 }
 
 async function partScale() {
-  console.log('== scale: 8 writers through the router at 1, 2 and 4 shards');
-  const rates = {};
-  for (const n of [1, 2, 4]) {
-    const c = await cluster(`scale${n}`, n, 2000);
-    try {
-      const runs = [];
-      for (let round = 0; round < 3; round++) {
-        runs.push(await drive(c, 8, 8, () => c.keys[Math.floor(Math.random() * c.keys.length)]));
+  console.log('== scale: 8 writers through the router at 1, 2 and 4 shards, the three alternating');
+  const sizes = [1, 2, 4];
+  const clusters = {};
+  const rates = { 1: [], 2: [], 4: [] };
+  try {
+    for (const n of sizes) clusters[n] = await cluster(`scale${n}`, n, 2000);
+    for (let round = 0; round < ROUNDS; round++) {
+      const line = [];
+      for (let i = 0; i < sizes.length; i++) {
+        const n = sizes[(i + round) % sizes.length];
+        const c = clusters[n];
+        const r = await drive(c, 8, 8, () => c.keys[Math.floor(Math.random() * c.keys.length)]);
+        rates[n].push(r);
+        line.push(`${n} shard(s) ${Math.round(r)}`);
       }
-      rates[n] = median(runs);
-      console.log(`  ${n} shard(s): ${runs.map((x) => Math.round(x)).join(', ')} writes/s`);
-    } finally {
-      await c.stop();
+      console.log(`  round ${round + 1}: ${line.join(', ')} writes/s`);
     }
+  } finally {
+    for (const n of sizes) if (clusters[n]) await clusters[n].stop();
   }
-  row('writes/s through the router at 1, 2, 4 shards', `${Math.round(rates[1])}, ${Math.round(rates[2])}, ${Math.round(rates[4])} (${(rates[2] / rates[1]).toFixed(2)}x, ${(rates[4] / rates[1]).toFixed(2)}x)`);
+  const m = Object.fromEntries(sizes.map((n) => [n, median(rates[n])]));
+  row('writes/s through the router at 1, 2, 4 shards (medians)', `${Math.round(m[1])}, ${Math.round(m[2])}, ${Math.round(m[4])} (${(m[2] / m[1]).toFixed(2)}x, ${(m[4] / m[1]).toFixed(2)}x)`);
 }
 
 async function partMoves() {

@@ -292,16 +292,16 @@ class WalStream {
     switch (data[at]) {
       case 0x42: // 'B'
         this.inTransaction = true;
-        this.pending = [];
+        this.pending.length = 0; // one array, reused transaction after transaction
         this.pendingBytes = 0;
         break;
       case 0x43: { // 'C': flags, commit LSN, end LSN, time
         this.inTransaction = false;
         // the transaction's inserts, now that its commit has come
         const list = this.pending;
-        this.pending = [];
-        this.pendingBytes = 0;
         for (let i = 0; i < list.length; i += 4) this.onInsert(list[i], list[i + 1], list[i + 2], list[i + 3]);
+        list.length = 0;
+        this.pendingBytes = 0;
         const endLsn = data.readBigUInt64BE(at + 10);
         if (endLsn > this.lsn) this.lsn = endLsn;
         break;

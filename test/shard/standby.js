@@ -201,7 +201,7 @@ async function streaming(primary, standby) {
  * clean stop: a switchover), the standby promoted, the old primary
  * rewound into its standby.
  */
-async function failover(writers, { lag = false, clean = false } = {}) {
+async function failover(writers, { lag = false, clean = false, seen = null } = {}) {
   const [primary, standby] = nodes;
   if (lag) {
     // the standby stops receiving (its WAL receiver ends: no primary to
@@ -211,6 +211,8 @@ async function failover(writers, { lag = false, clean = false } = {}) {
     await waitFor(async () => (await standby.sql('SELECT count(*)::int AS n FROM pg_stat_wal_receiver'))[0].n === 0,
       `${standby.name}'s WAL receiver gone`);
     await waitAcks(writers, 40);
+    // (without the holdback: until the hub has decoded some of them)
+    if (seen) await seen();
   }
   if (clean) await primary.stop('fast');
   else await primary.kill();
@@ -279,7 +281,15 @@ async function main() {
     f = await follow({ pg: onPrimary, transport: 'wal' });
     for (let i = 0; i < 2; i++) {
       await waitAcks(writers, 100);
-      await failover(writers, { lag: true });
+      const hub = f.hub;
+      let mark = null;
+      await failover(writers, {
+        lag: true,
+        seen: () => {
+          mark = hub.stats.walEvents;
+          return waitFor(() => hub.stats.walEvents >= mark + 20, 'the hub decoding what the standby lacks');
+        },
+      });
     }
     await waitAcks(writers, 100);
     await checkFollowers(f, 'without the holdback', writers);

@@ -16,15 +16,18 @@
 -- A session that moves away is fenced first (hxshard.fence, a row of
 -- hxshard.fence): from then on every write of it here fails with XH501
 -- (moving) or XH502 (moved: its route changed), which the router retries
--- on the session's new route.  The fence holds whatever SQL writes the
--- row, through a trigger on the sessions table, and its stage calls
--- through hxshard.stage.
+-- on the session's new route; a session being copied here is fenced as
+-- incoming (XH501) until its route switches here.  The fence holds
+-- whatever SQL writes the row, through a trigger on the sessions table,
+-- and its stage calls through hxshard.stage.
 --
--- SQLSTATEs: XH501 the session is moving to another shard (retry);
--- XH502 it has moved to another shard (retry: route anew); XH503 a move
--- of the session is already under way, or done, here; XH504 the session
--- lives on this shard (a copy into it is refused); P0002 no such
--- session; 55000 a copy that is not whole (the log's head differs).
+-- SQLSTATEs: XH501 the session is moving to another shard, or being
+-- copied here (retry); XH502 it has moved to another shard (retry: route
+-- anew); XH503 a move of the session is already under way here; XH504
+-- the session lives on this shard (a copy into it is refused); P0002 no
+-- such session; 22004 a NULL writes, event or step; 55000 a copy that is
+-- not whole (the log's head differs), or not prepared; 2202E a page of a
+-- copy whose arrays differ in length.
 
 CREATE SCHEMA hxshard;
 COMMENT ON SCHEMA hxshard IS 'hxstate sharding: the shard side (shard/shard.sql)';
@@ -316,8 +319,8 @@ $$;
 -- while the source goes on being written (export_events); on the source,
 -- fence (writes stop), the events after the last page, export_row and
 -- export_steps; on the target, import_row; the router switches the
--- route; on the source, retire.  unfence undoes a fence whose move did
--- not switch.  They run as their owner (the superuser who loaded this
+-- route; on the target, adopt, on the source, retire.  unfence undoes a
+-- fence whose move did not switch.  They run as their owner (the superuser who loaded this
 -- file), with the triggers off where they copy (session_replication_role
 -- replica: the copy logs no event and the guards do not judge a row the
 -- source already judged), and only for whom EXECUTE is granted.

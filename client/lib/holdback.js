@@ -7,6 +7,12 @@
 // does it for every logical walsender with
 // pg_failover_slots.standby_slot_names.
 //
+// The hub also reads the log (snapshots, catch-ups after a reconnect or a
+// poll) through a plain connection, which sees a commit as soon as it is
+// visible: before the standbys have it, unless the primary's commits wait
+// for them (synchronous replication, which the holdback does not check:
+// docs/sharding.md says what each needs).
+//
 // Misconfigured, it fails quietly: a named slot that does not exist, or
 // that no standby streams from, holds every logical slot back for good
 // (the walsender waits, the hub hears nothing); a slot that is not a
@@ -30,7 +36,8 @@ function slotNames(text) {
 /**
  * What is wrong with the holdback, or null.
  * @param {{version: number, standby: boolean, synchronized: string|null,
- *   failover_slots: string|null, slots: object[]}} row sql.holdback()'s
+ *   failover_slots: string|null, sync_names: string, slots: object[]}} row
+ *   sql.holdback()'s
  * @param {string|null} slot the hub's own slot (a failover slot on 17+)
  */
 function holdbackProblem(row, slot) {

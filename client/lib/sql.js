@@ -201,6 +201,7 @@ function holdback() {
                   pg_catalog.pg_is_in_recovery() AS standby,
                   current_setting('synchronized_standby_slots', true) AS synchronized,
                   current_setting('pg_failover_slots.standby_slot_names', true) AS failover_slots,
+                  current_setting('synchronous_standby_names') AS sync_names,
                   coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.to_jsonb(s)) FROM pg_catalog.pg_replication_slots s), '[]') AS slots`,
     values: [],
   };

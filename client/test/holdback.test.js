@@ -96,7 +96,7 @@ test('the holdback rules', () => {
     { slot_name: 'hub', slot_type: 'logical', active: true, failover: true },
     { slot_name: 'tmp', slot_type: 'logical', active: true, failover: false },
   ];
-  const v18 = (synchronized) => ({ version: 180006, standby: false, synchronized, failover_slots: null, slots });
+  const v18 = (synchronized) => ({ version: 180006, standby: false, synchronized, failover_slots: null, sync_names: '*', slots });
   assert.equal(holdbackProblem(v18('standby_1'), 'hub'), null);
   assert.match(holdbackProblem(v18(''), 'hub'), /synchronized_standby_slots is empty/);
   assert.match(holdbackProblem(v18('gone'), 'hub'), /"gone", which does not exist/);
@@ -105,7 +105,7 @@ test('the holdback rules', () => {
   assert.match(holdbackProblem(v18('standby_1'), 'tmp'), /not a failover slot/);
   assert.match(holdbackProblem(v18('standby_1'), 'nope'), /"nope" does not exist/);
   assert.equal(holdbackProblem({ ...v18(''), standby: true }, 'hub'), null, 'decoding on a standby: nothing to hold back');
-  const v15 = (failoverSlots) => ({ version: 150020, standby: false, synchronized: null, failover_slots: failoverSlots, slots });
+  const v15 = (failoverSlots) => ({ version: 150020, standby: false, synchronized: null, failover_slots: failoverSlots, sync_names: 'FIRST 1 (s1)', slots });
   assert.match(holdbackProblem(v15(null), null), /pg_failover_slots/);
   assert.equal(holdbackProblem(v15('standby_1'), null), null, 'pg_failover_slots holds every walsender back');
   assert.match(holdbackProblem(v15(''), null), /standby_slot_names is empty/);

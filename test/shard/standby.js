@@ -18,7 +18,10 @@
 //    resync, every follower at its row.
 // 2. Failovers with the slot held back: the hub decodes on the primary
 //    through a failover slot (failoverSlot), which
-//    synchronized_standby_slots (the standby's slot) holds back.  Each
+//    synchronized_standby_slots (the standby's slot) holds back; it does
+//    not poll (replication being asynchronous here, a poll's read of the
+//    log on the primary would show what the stream holds back: in
+//    production synchronous replication keeps it from the reads).  Each
 //    failover: the standby stops receiving (primary_conninfo emptied: its
 //    WAL receiver ends), the writers go on for a while, the primary is
 //    killed (kill -9), the
@@ -52,31 +55,23 @@ let nodes = [];        // [primary, standby], swapped at each failover
 const keys = [];
 for (let i = 1; i <= SESSIONS; i++) keys.push(`h-${i}`);
 
-async function isPrimary(s) {
-  try {
-    return !(await s.sql('SELECT pg_is_in_recovery() AS r'))[0].r;
-  } catch (err) {
-    return false;
-  }
-}
-
-/** The server that is the primary now (waits while there is none). */
+// Which server is the primary is the run's to say (nodes[0], swapped once
+// a promotion has completed): nothing here probes a server while it is
+// promoted.  (A probe that connected at the end of recovery, a bare
+// SELECT pg_is_in_recovery(), failed an assertion in PostgreSQL 18.6's
+// GetSnapshotData, TransactionXmin <= RecentXmin, in one failover of 27:
+// core's race, not hxstate's; these runs keep out of its way.)
 async function currentPrimary() {
-  for (let i = 0; i < 600; i++) {
-    for (const s of nodes) if (await isPrimary(s)) return s;
-    await sleep(100);
-  }
-  throw new Error('no primary');
+  return nodes[0];
 }
 
-/** The server that is a standby now, else the primary. */
+/** The standby (nodes[1]) when it is up as one, else the primary. */
 async function currentStandby() {
-  for (const s of nodes) {
-    try {
-      if ((await s.sql('SELECT pg_is_in_recovery() AS r'))[0].r) return s;
-    } catch (err) { /* down */ }
-  }
-  return currentPrimary();
+  const s = nodes[1];
+  try {
+    if ((await s.sql('SELECT pg_is_in_recovery() AS r'))[0].r) return s;
+  } catch (err) { /* down */ }
+  return nodes[0];
 }
 
 // -- writers ---------------------------------------------------------------
@@ -299,7 +294,12 @@ async function main() {
     f = null;
 
     console.log(`== 2. ${FAILOVERS} failovers with the slot held back (failoverSlot, synchronized_standby_slots)`);
-    f = await follow({ pg: onPrimary, transport: 'wal', failoverSlot: true, slotName: 'hx_test_hub', holdbackInterval: 5000 });
+    // no polls: replication here is asynchronous, and a poll that reads the
+    // log on the primary while the standby lags would read what the
+    // holdback keeps from the stream (synchronous replication keeps it
+    // from the reads: docs/sharding.md); this run measures the stream
+    f = await follow({ pg: onPrimary, transport: 'wal', failoverSlot: true, slotName: 'hx_test_hub', holdbackInterval: 5000,
+      pollInterval: 0 });
     const holdbackErrors = [];
     f.hub.on('error', (err) => { if (err.code === 'HX_HOLDBACK') holdbackErrors.push(err.message); });
     await waitFor(() => f.hub.holdback !== undefined, 'the first holdback check');

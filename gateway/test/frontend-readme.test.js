@@ -141,7 +141,7 @@ test("gateway/README.md names every flag and variable of the command and every o
   // the options the gateway reads: o.<name> in gateway.js, and <gateway>._o.<name> anywhere in lib/
   const lib = path.join(__dirname, '..', 'lib');
   const src = fs.readFileSync(path.join(lib, 'gateway.js'), 'utf8');
-  const all = fs.readdirSync(lib).map((f) => fs.readFileSync(path.join(lib, f), 'utf8')).join('\n');
+  const all = fs.readdirSync(lib).filter((f) => f.endsWith('.js')).map((f) => fs.readFileSync(path.join(lib, f), 'utf8')).join('\n');
   const defaults = /const DEFAULTS = \{([\s\S]*?)\};/.exec(src)[1];
   const options = new Set([
     ...[...defaults.matchAll(/^\s*(\w+):/gm)].map((m) => m[1]),

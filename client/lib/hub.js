@@ -87,6 +87,7 @@ const { Reader } = require('./reader');
 const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
 const { emitSafe, emitError, warnUnheard } = require('./emit');
+const { holdbackProblem } = require('./holdback');
 
 const DEFAULTS = {
   transport: 'auto',
@@ -105,6 +106,10 @@ const DEFAULTS = {
   applicationName: 'hxstate-hub',
   sharedConnection: false,
   sources: {},
+  slotName: null,
+  failoverSlot: false,
+  holdback: null,          // check the holdback (default: with failoverSlot)
+  holdbackInterval: 5000,
 };
 
 class HxHub extends EventEmitter {
@@ -149,6 +154,19 @@ class HxHub extends EventEmitter {
    *   over LISTEN until the next reconnect
    * @param {boolean} [options.sharedConnection=false] with transport
    *   'listen', run the queries on the LISTEN connection: one connection
+   * @param {boolean} [options.failoverSlot=false] decode through a
+   *   persistent failover slot (PostgreSQL 17 and later) named slotName,
+   *   which synchronized_standby_slots holds back until the standbys have
+   *   the WAL: no follower then shows a commit that a failover loses
+   * @param {string} [options.slotName] that slot's name (lower case
+   *   letters, digits, underscores; one per hub), dropped when the hub
+   *   stops, and dropped if idle when it starts
+   * @param {boolean} [options.holdback] check every holdbackInterval ms
+   *   that the server holds the slot back (synchronized_standby_slots, or
+   *   pg_failover_slots before 17) with every named standby slot present
+   *   and streaming; what is wrong is an 'error' with code HX_HOLDBACK and
+   *   the holdback property (default: with failoverSlot)
+   * @param {number} [options.holdbackInterval=5000]
    */
   constructor(options) {
     super();
@@ -168,7 +186,19 @@ class HxHub extends EventEmitter {
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
     o.reconnect = { min: 100, max: 5000, ...(o.reconnect || {}) };
+    if (o.failoverSlot && o.transport === 'listen') throw new TypeError("HxHub: failoverSlot needs the WAL (transport 'wal' or 'auto')");
+    if (o.failoverSlot && !(typeof o.slotName === 'string' && /^[a-z0-9_]{1,63}$/.test(o.slotName))) {
+      throw new TypeError('HxHub: failoverSlot needs slotName: lower case letters, digits and underscores, 63 at most');
+    }
+    if (o.slotName !== null && o.slotName !== undefined && !o.failoverSlot) {
+      throw new TypeError('HxHub: slotName names a failover slot (failoverSlot: true); temporary slots are named by the hub');
+    }
+    if (o.holdback === null || o.holdback === undefined) o.holdback = !!o.failoverSlot;
+    o.holdbackInterval = Math.max(100, Number(o.holdbackInterval) || 5000);
     this._o = o;
+    this._holdbackTimer = null;
+    /** What is wrong with the holdback (holdback option), or null; undefined before the first check. */
+    this.holdback = undefined;
     this._sources = new Map(); // name -> the function's quoted, qualified name
     for (const [name, fn] of Object.entries(o.sources || {})) {
       if (typeof fn !== 'string') throw new TypeError(`HxHub: options.sources.${name} must be 'schema.function'`);
@@ -277,7 +307,8 @@ class HxHub extends EventEmitter {
       back: () => this._linkBack(),
       transport: (transport, reason) => this._linkTransport(transport, reason),
       error: (err) => this._linkError(err),
-      walInsert: (stream, seq, event) => this._onWalInsert(stream, seq, event),
+      wants: (stream) => this._wantsStream(stream),
+      walInsert: (stream, seq, event, bytes) => this._onWalInsert(stream, seq, event, bytes),
       hint: (channel, hint) => this._onHint(channel, hint),
       listening: (channels) => this._onListening(channels),
       unlistened: (channels) => this._onUnlistened(channels),
@@ -310,6 +341,7 @@ class HxHub extends EventEmitter {
       this._link.run();
       this._schedulePoll();
       this._reader.kick();
+      if (this._o.holdback) this._checkHoldback();
     })();
     return this._starting;
   }
@@ -324,6 +356,8 @@ class HxHub extends EventEmitter {
     for (const sub of [...this._subs]) this._stopSub(sub, new Error('hxstate: subscription stopped (the hub stopped)'));
     clearTimeout(this._pollTimer);
     this._pollTimer = null;
+    clearTimeout(this._holdbackTimer);
+    this._holdbackTimer = null;
     // the statement in flight finishes first (no new one starts), then the
     // connections close
     this._stopping = this._link.stop(this._reader.stop());
@@ -501,24 +535,41 @@ class HxHub extends EventEmitter {
   // From the transports
   // -------------------------------------------------------------------
 
-  _onWalInsert(streamBuf, seqBuf, eventBuf) {
+  /** An insert of the log decoded: is its stream followed?  (Those that are not are not even kept.) */
+  _wantsStream(stream) {
     this.stats.walInserts++;
-    const entry = this._entries.get(streamBuf.toString('utf8'));
-    if (!entry) return; // not followed: not even parsed
+    return this._entries.has(stream);
+  }
+
+  /** An insert of the log, at its commit: its event's JSON text (null: read it from the log). */
+  _onWalInsert(stream, seq, text, bytes) {
+    const entry = this._entries.get(stream);
+    if (!entry) return; // not followed (any more)
     this.stats.walEvents++;
+    if (text === null) {
+      // a transaction too large to hold: its events are read from the log
+      entry.saw(seq);
+      for (const sub of [...entry.subs]) {
+        sub.noticed('wal');
+        this._check(sub);
+      }
+      return;
+    }
     let event;
     try {
-      event = JSON.parse(eventBuf.toString('utf8'));
+      event = JSON.parse(text);
     } catch (err) {
       return; // cannot happen for jsonb; the log has it anyway
     }
-    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, eventBuf.length, 'wal');
+    this._onLogEvent(entry, seq, event, bytes, 'wal');
   }
 
   /** An event the log holds at seq, bytes long (rule 2): the WAL brings the log's own rows. */
   _onLogEvent(entry, seq, event, bytes, via) {
     entry.saw(seq);
-    for (const sub of [...entry.subs]) {
+    // a copy of the set (offering may stop a subscription), unless it has one
+    const subs = entry.subs.size === 1 ? entry.subs : [...entry.subs];
+    for (const sub of subs) {
       sub.noticed(via);
       const r = sub.offer(seq, event, bytes);
       if (r === 'old') continue;
@@ -832,6 +883,37 @@ class HxHub extends EventEmitter {
   /** The reader's connection is gone: reconnect. */
   _onConnectionError(conn, err) {
     this._link.lose(conn, err);
+  }
+
+  // -------------------------------------------------------------------
+  // The holdback (holdback.js)
+  // -------------------------------------------------------------------
+
+  _checkHoldback() {
+    this._holdbackTimer = null;
+    if (this._phase !== 'running') return;
+    const conn = this._link.reader;
+    const next = () => {
+      if (this._phase === 'running') this._holdbackTimer = setTimeout(() => this._checkHoldback(), this._o.holdbackInterval);
+    };
+    if (!conn || !conn.alive) {
+      next();
+      return;
+    }
+    conn.client.query(sql.holdback()).then(({ rows: [row] }) => {
+      const standby = this._link.tx && this._link.tx.kind === 'wal' && this._link.tx.wal.standby;
+      const problem = standby ? null : holdbackProblem(row, this._o.failoverSlot ? this._o.slotName : null);
+      const was = this.holdback;
+      this.holdback = problem;
+      if (problem !== null && problem !== was) {
+        const err = new Error(`hxstate: the WAL is not held back for the standbys: ${problem}`);
+        err.code = 'HX_HOLDBACK';
+        this._error(err);
+      }
+      if (problem === null && was !== null && was !== undefined) this._emitSafe('holdback', { ok: true });
+    }, (err) => {
+      if (!isConnectionError(err)) this._error(err);
+    }).finally(next);
   }
 
   // -------------------------------------------------------------------

@@ -24,7 +24,7 @@
 // reader's connection (reader), the transport up or down (up, down), both
 // ready (ready), a connection lost (lost), back again (back), the
 // transport chosen (transport), a failed reconnect (error), and the
-// transport's news (walInsert, hint, listening, unlistened).
+// transport's news (wants, walInsert, hint, listening, unlistened).
 const sql = require('./sql');
 const { Backoff } = require('./backoff');
 const { Connections } = require('./connections');
@@ -50,7 +50,7 @@ class Link {
    *   publication, sharedConnection, batchSize, statusInterval,
    *   slotTimeout, reconnect
    * @param {{reader(conn, schema), up(tx), ready(), down(), lost(err, role), back(),
-   *   transport(kind, reason), error(err), walInsert(stream, seq, event), hint(channel, hint),
+   *   transport(kind, reason), error(err), wants(stream), walInsert(stream, seq, event, bytes), hint(channel, hint),
    *   listening(channels), unlistened(channels)}} host what the hub hears
    */
   constructor(o, host) {
@@ -265,8 +265,16 @@ class Link {
         publication: this._o.publication,
         schema: this.schemaName,
         statusInterval: this._o.statusInterval,
-        onInsert: (stream, seq, event) => this._host.walInsert(stream, seq, event),
+        slotName: this._o.slotName,
+        failover: this._o.failoverSlot,
+        wants: (stream) => this._host.wants(stream),
+        onInsert: (stream, seq, event, bytes) => this._host.walInsert(stream, seq, event, bytes),
         onError: (err) => this.connections.lose(conn, err),
+        // a slot on a standby waits for the primary's next running-transactions record
+        nudge: () => {
+          const r = this.reader;
+          if (r && r.alive) r.client.query(sql.logStandbySnapshot()).catch(() => {});
+        },
       });
       await wal.createSlot(this._o.slotTimeout);
       if (this._state === 'stopped' || !conn.alive) throw new Error('HxHub: stopped');

@@ -262,6 +262,12 @@ class ThreadConflict(SerializationFailure):
     the thread moved on.  Retry the run from the thread's head."""
 
 
+class TypeNotAllowed(InvalidParameterValue):
+    """A value whose type the saver's serializer does not rebuild: a stored
+    value that names a type off its allow-list (planted, or stored by a
+    saver that allowed more), or a value of such a type being written."""
+
+
 class NotSetUp(HxError):
     """The saver's tables are missing or older than the package: call setup()."""
 

@@ -27,12 +27,13 @@ Storage (in the schema the user chooses, ``langgraph`` by default):
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import random
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
@@ -54,6 +55,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from hxstate.errors import NonDeterministicRetry, NotSetUp, ThreadConflict
 from hxstate.langgraph import delta as D
 from hxstate.langgraph.codec import Codec, public_json
+from hxstate.langgraph.serde import StrictSerializer
 
 DEFAULT_SCHEMA = "langgraph"
 # what ends a thread's log stream when the thread is deleted, as a deleted
@@ -462,7 +464,8 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         max_chain: int,
         cache_threads: int,
     ) -> None:
-        BaseCheckpointSaver.__init__(self, serde=serde)
+        # strict: a stored value rebuilds only types of an allow-list (serde.py)
+        BaseCheckpointSaver.__init__(self, serde=serde if serde is not None else StrictSerializer())
         self.schema = schema
         self.s = quote_ident(schema)
         self.codec = Codec(self.serde)
@@ -641,6 +644,22 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
     OR (t.seq > 0 AND NOT EXISTS (SELECT FROM {server.hx}.hx_event e
                                    WHERE e.stream = t.stream AND e.seq = t.seq AND e.event ->> 'type' = 'CUSTOM'
                                      AND e.event ->> 'name' = 'hx.stream_end'))"""
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> BaseHxSaver:
+        """A saver whose serializer also rebuilds ``extra_allowlist``'s
+        types, sharing this one's connection and memory (LangGraph calls
+        it with the types of a graph's state schema when it compiles a
+        graph under ``LANGGRAPH_STRICT_MSGPACK=true``)."""
+        widen = getattr(self.serde, "with_msgpack_allowlist", None)
+        if widen is None:
+            return cast(BaseHxSaver, super().with_allowlist(extra_allowlist))
+        serde = widen(extra_allowlist)
+        if serde is self.serde:
+            return self
+        clone = copy.copy(self)
+        clone.serde = serde
+        clone.codec = Codec(serde)
+        return clone
 
     # -- versions ---------------------------------------------------------
 

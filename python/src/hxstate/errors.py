@@ -268,6 +268,12 @@ class TypeNotAllowed(InvalidParameterValue):
     saver that allowed more), or a value of such a type being written."""
 
 
+class NotOwner(InsufficientPrivilege):
+    """setup() found, in the saver's schema, what its role does not own: the
+    schema, a table or function another role made, a trigger or rule on
+    its tables, another role that may create objects there."""
+
+
 class NotSetUp(HxError):
     """The saver's tables are missing or older than the package: call setup()."""
 

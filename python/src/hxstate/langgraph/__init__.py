@@ -97,10 +97,16 @@ class HxSaver(BaseHxSaver):
                 raise
             raise new from err
 
-    def setup(self) -> None:
+    def setup(self, *, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> None:
         """Create the saver's schema and tables, or bring them up to date
-        (migrations, as PostgresSaver's setup); run it once before use."""
-        self._run(self._setup_steps())
+        (migrations, as PostgresSaver's setup); run it once before use.
+
+        Raises NotOwner (42501) when the schema holds what the saver's role
+        does not own: the schema, or an object in it, of another role, a
+        trigger or a rule on its tables, another role that may create in
+        it.  ``trusted_owners`` (role names) and ``allowed_triggers``
+        (trigger names) accept those, explicitly."""
+        self._run(self._setup_steps(trusted_owners, allowed_triggers))
 
     # -- BaseCheckpointSaver -------------------------------------------------
 

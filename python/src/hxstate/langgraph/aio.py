@@ -87,9 +87,11 @@ class AsyncHxSaver(BaseHxSaver):
                 raise
             raise new from err
 
-    async def setup(self) -> None:
-        """Create the saver's schema and tables, or bring them up to date."""
-        await self._run(self._setup_steps())
+    async def setup(self, *, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> None:
+        """Create the saver's schema and tables, or bring them up to date;
+        refuses a schema that holds what the saver's role does not own
+        (HxSaver.setup)."""
+        await self._run(self._setup_steps(trusted_owners, allowed_triggers))
 
     # -- BaseCheckpointSaver, async ---------------------------------------------
 

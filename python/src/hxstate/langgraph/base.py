@@ -52,7 +52,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from hxstate.errors import NonDeterministicRetry, NotSetUp, ThreadConflict
+from hxstate.errors import NonDeterministicRetry, NotOwner, NotSetUp, ThreadConflict
 from hxstate.langgraph import delta as D
 from hxstate.langgraph.codec import Codec, public_json
 from hxstate.langgraph.serde import StrictSerializer
@@ -1208,7 +1208,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
 
     # -- setup ---------------------------------------------------------------
 
-    def _setup_steps(self) -> Steps:
+    def _setup_steps(self, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> Steps:
         rows = yield Query(
             "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
             "WHERE e.extname = 'hxstate'",
@@ -1222,10 +1222,30 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
             )
         hx = quote_ident(rows[0][0])
         yield Query(f"CREATE SCHEMA IF NOT EXISTS {self.s}")
-        steps = migrations(self.s, hx)
-        yield Query(steps[0])
         # one setup at a time
         yield Query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))", (f"hxstate.langgraph:{self.schema}",))
+        # nothing in the schema runs or is read before it is known to be the
+        # saver's own: another role that made the schema first (CREATE on
+        # the database is enough) would own what setup() writes into, and
+        # its triggers would run as the saver's role
+        foreign = yield Query(
+            FOREIGN_SQL,
+            {"schema": self.schema, "trusted": list(trusted_owners), "triggers": list(allowed_triggers)},
+            True,
+        )
+        if foreign:
+            raise NotOwner(
+                f"schema {self.schema!r} holds what the saver's role does not own: "
+                + ", ".join(f"{kind} {what}" + (f" (owned by {owner})" if owner else "") for kind, what, owner in foreign[:5])
+                + (f", and {len(foreign) - 5} more" if len(foreign) > 5 else ""),
+                detail="setup() creates the saver's tables and functions in a schema of its own role, and accepts "
+                "no object another role owns there, no trigger or rule on its tables, and no other role that may "
+                "CREATE in it.",
+                hint="Use another schema (schema=...), drop what another role made, or, if you trust it, "
+                "setup(trusted_owners=[role, ...], allowed_triggers=[name, ...]).",
+            )
+        steps = migrations(self.s, hx)
+        yield Query(steps[0])
         rows = yield Query(f"SELECT coalesce(max(v), -1) FROM {self.s}.migrations", None, True)
         done = rows[0][0]
         for v in range(done + 1, len(steps)):
@@ -1238,6 +1258,45 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
             yield Query(q)
         self._server = None
         return None
+
+
+# What in the saver's schema (%(schema)s) the role running setup() does not
+# own, nor a role it trusts (%(trusted)s: names, which must exist): the
+# schema itself, its relations, functions, types and operators; triggers
+# on its tables other than %(triggers)s (a trigger has no owner: it runs as
+# whoever writes the table) and rules; roles that may CREATE in it.
+# (kind, what, owner) for each.
+FOREIGN_SQL = """WITH s AS (SELECT n.oid, n.nspacl FROM pg_catalog.pg_namespace n WHERE n.nspname = %(schema)s),
+ok AS (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = current_user
+       UNION SELECT t FROM pg_catalog.unnest(%(trusted)s::pg_catalog.regrole[]) t),
+owned (kind, what, owner) AS (
+    SELECT 'schema', pg_catalog.quote_ident(n.nspname), n.nspowner FROM pg_catalog.pg_namespace n WHERE n.oid = (SELECT oid FROM s)
+    UNION ALL
+    SELECT CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'i' THEN 'index' WHEN 'I' THEN 'index'
+                          WHEN 'S' THEN 'sequence' WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                          WHEN 'f' THEN 'foreign table' ELSE 'relation' END,
+           pg_catalog.quote_ident(c.relname), c.relowner
+      FROM pg_catalog.pg_class c WHERE c.relnamespace = (SELECT oid FROM s)
+    UNION ALL
+    SELECT 'function', p.oid::pg_catalog.regprocedure::text, p.proowner FROM pg_catalog.pg_proc p WHERE p.pronamespace = (SELECT oid FROM s)
+    UNION ALL
+    SELECT 'type', pg_catalog.quote_ident(t.typname), t.typowner FROM pg_catalog.pg_type t WHERE t.typnamespace = (SELECT oid FROM s)
+    UNION ALL
+    SELECT 'operator', o.oid::pg_catalog.regoperator::text, o.oprowner FROM pg_catalog.pg_operator o WHERE o.oprnamespace = (SELECT oid FROM s)
+)
+SELECT o.kind, o.what, pg_catalog.pg_get_userbyid(o.owner) FROM owned o WHERE o.owner NOT IN (SELECT oid FROM ok)
+UNION ALL
+SELECT 'trigger', pg_catalog.format('%%I on %%I', t.tgname, c.relname), NULL
+  FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace = (SELECT oid FROM s) AND NOT t.tgisinternal AND NOT t.tgname = ANY (%(triggers)s::text[])
+UNION ALL
+SELECT 'rule', pg_catalog.format('%%I on %%I', r.rulename, c.relname), NULL
+  FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_class c ON c.oid = r.ev_class
+ WHERE c.relnamespace = (SELECT oid FROM s) AND r.rulename <> '_RETURN'
+UNION ALL
+SELECT DISTINCT 'privilege', 'CREATE on the schema', CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END
+  FROM s, pg_catalog.aclexplode(s.nspacl) a
+ WHERE a.privilege_type = 'CREATE' AND a.grantee NOT IN (SELECT oid FROM ok)"""
 
 
 def checkpoint_key(config: RunnableConfig) -> tuple[str, str, str] | None:

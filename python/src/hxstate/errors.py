@@ -256,6 +256,11 @@ class UndefinedFunction(HxError):
     sqlstate = "42883"
 
 
+class StateTooLarge(ProgramLimitExceeded):
+    """A followed stream whose state (its JSON text) would be longer than
+    the follower's bound, max_state_bytes: the follower stops (54000)."""
+
+
 # raised by the LangGraph saver itself
 class ThreadConflict(SerializationFailure):
     """A run's checkpoint whose parent another writer already continued from:

@@ -55,6 +55,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from hxstate.errors import NonDeterministicRetry, NotOwner, NotSetUp, ThreadConflict
 from hxstate.langgraph import delta as D
 from hxstate.langgraph.codec import Codec, public_json
+from hxstate.langgraph.limits import check_id, check_key
 from hxstate.langgraph.serde import StrictSerializer
 
 DEFAULT_SCHEMA = "langgraph"
@@ -714,6 +715,13 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
         }
         md = get_serializable_checkpoint_metadata(config, metadata)
+        check_key("thread id", thread_id)
+        check_key("checkpoint namespace", ns)
+        check_id("checkpoint id", cid)
+        if parent:
+            check_id("checkpoint id", str(parent))
+        if isinstance(md.get("run_id"), str):
+            check_id("run id", md["run_id"])
         values = checkpoint["channel_values"]
         versions = dict(checkpoint["channel_versions"])
 
@@ -890,6 +898,11 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         thread_id = str(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns", "") or "")
         cid = str(conf["checkpoint_id"])
+        check_key("thread id", thread_id)
+        check_key("checkpoint namespace", ns)
+        check_id("checkpoint id", cid)
+        check_id("task id", task_id)
+        check_key("task path", task_path)
         regular: tuple[list[int], list[str], list[str | None], list[bytes | None]] = ([], [], [], [])
         special: tuple[list[int], list[str], list[str | None], list[bytes | None]] = ([], [], [], [])
         mine: dict[int, tuple[str, Any]] = {}
@@ -1128,7 +1141,7 @@ WINDOW w AS (PARTITION BY x.thread_id, x.checkpoint_ns)
 
     def _copy_thread_steps(self, source_thread_id: str, target_thread_id: str) -> Steps:
         s = self.s
-        src, dst = str(source_thread_id), str(target_thread_id)
+        src, dst = str(source_thread_id), check_key("thread id", str(target_thread_id))
         server = yield from self._server_steps()
         # the values as they are stored (compressed), but metadata that names
         # the thread

@@ -80,6 +80,7 @@ def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
     written: the setup, the gateway (until it listens), the client; then a
     thread whose key begins with a dash."""
     files = hitl_blocks()
+    dashed = f"-x-{secrets.token_hex(4)}"  # a key that begins with a dash
     assert sorted(files) == ["approval.py", "client.js", "run.sh", "server.js"]
     for name in ("approval.py", "client.js", "server.js"):
         (tmp_path / name).write_text(files[name])
@@ -113,7 +114,7 @@ def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
         out = subprocess.run(["node", "decline.js", "thread-2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.endswith("answer: add(2, 3): declined\n")
-        out = subprocess.run(["node", "client.js", "-x"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(["node", "client.js", dashed], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.endswith("answer: add(2, 3): 5\n")
     finally:
@@ -127,7 +128,7 @@ def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
         sys.path.remove(str(tmp_path))
     with psycopg.connect(dsn, autocommit=True) as c:
         graph = approval.builder.compile(checkpointer=HxSaver(c))
-        for thread, last in (("thread-1", "5"), ("thread-2", "declined"), ("-x", "5")):
+        for thread, last in (("thread-1", "5"), ("thread-2", "declined"), (dashed, "5")):
             state = graph.get_state({"configurable": {"thread_id": thread}})
             assert [(m.type, m.content) for m in state.values["messages"]] == [
                 ("human", "what is 2 + 3?"), ("ai", ""), ("tool", last), ("ai", f"add(2, 3): {last}")]

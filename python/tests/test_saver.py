@@ -28,7 +28,8 @@ from langchain_core.messages import (
 from langgraph.checkpoint.base import empty_checkpoint
 
 from hxstate.langgraph import HxSaver
-from hxstate.langgraph import base as B
+from hxstate.langgraph import sql as Q
+from hxstate.langgraph import storage as B
 from hxstate.langgraph import codec as C
 
 SCHEMA = "lg_saver"
@@ -213,9 +214,9 @@ def test_rows_are_compressed_in_line(conn: psycopg.Connection[Any]) -> None:
 def test_compressed_as_the_server_can() -> None:
     """lz4 where the server has it, pglz otherwise; the value as it is on
     an hxstate without hx_compress."""
-    assert B.Server(True, '"hx"', True, True).compressed("x", "lz4") == """"hx".hx_compress(x, 'lz4')"""
-    assert B.Server(True, '"hx"', True, False).compressed("x", "lz4") == """"hx".hx_compress(x, 'pglz')"""
-    assert B.Server(True, '"hx"', False, True).compressed("x", "pglz") == "x"
+    assert Q.Server(True, '"hx"', True, True).compressed("x", "lz4") == """"hx".hx_compress(x, 'lz4')"""
+    assert Q.Server(True, '"hx"', True, False).compressed("x", "lz4") == """"hx".hx_compress(x, 'pglz')"""
+    assert Q.Server(True, '"hx"', False, True).compressed("x", "pglz") == "x"
 
 
 def test_bookkeeping_packed(conn: psycopg.Connection[Any]) -> None:

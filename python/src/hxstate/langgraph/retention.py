@@ -15,19 +15,32 @@ from hxstate.langgraph.steps import Context, Query, Steps
 __all__ = ["copy_thread_steps", "delete_for_runs_steps", "delete_thread_steps", "prune_steps", "republish_steps"]
 
 
-def republish_steps(ctx: Context, threads: list[str]) -> Steps:
+def republish_steps(ctx: Context, threads: list[str], ended: list[str]) -> Steps:
     """Tell the threads' streams their head now, after a change that is
-    not a step (a snapshot), or that a thread is gone (hx.stream_end)."""
+    not a step (a snapshot), or that a thread is gone (hx.stream_end): of
+    ``ended``, the threads this change deleted checkpoints of, those left
+    with none."""
     if (yield from ctx.sql.server_steps()).publishing:
-        yield Query(ctx.sql.REPUBLISH_SQL, (threads,))
+        yield Query(ctx.sql.REPUBLISH_SQL, {"threads": threads, "ended": ended})
     return None
+
+
+def _deleted(ctx: Context, where: str, params: dict[str, object]) -> Query:
+    """Delete the checkpoints ``where`` selects; the threads they were of."""
+    return Query(
+        f"WITH d AS (DELETE FROM {ctx.sql.s}.checkpoints WHERE {where} RETURNING thread_id) SELECT DISTINCT thread_id FROM d",
+        params,
+        True,
+    )
+
 
 def delete_thread_steps(ctx: Context, thread_id: str) -> Steps:
     yield Query(f"DELETE FROM {ctx.sql.s}.writes WHERE thread_id = %s", (str(thread_id),))
-    yield Query(f"DELETE FROM {ctx.sql.s}.checkpoints WHERE thread_id = %s", (str(thread_id),))
-    yield from republish_steps(ctx, [str(thread_id)])
+    gone = yield _deleted(ctx, "thread_id = %(thread)s", {"thread": str(thread_id)})
+    yield from republish_steps(ctx, [str(thread_id)], [r[0] for r in gone])
     ctx.heads.forget([str(thread_id)])
     return None
+
 
 def delete_for_runs_steps(ctx: Context, run_ids: Sequence[str]) -> Steps:
     runs = [str(r) for r in run_ids]
@@ -60,13 +73,12 @@ def delete_for_runs_steps(ctx: Context, run_ids: Sequence[str]) -> Steps:
    AND w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id""",
         {"threads": threads, "runs": runs},
     )
-    yield Query(
-        f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND metadata ->> 'run_id' = ANY(%(runs)s)",
-        {"threads": threads, "runs": runs},
-    )
-    yield from republish_steps(ctx, threads)
+    gone = yield _deleted(ctx, "thread_id = ANY(%(threads)s) AND metadata ->> 'run_id' = ANY(%(runs)s)",
+                          {"threads": threads, "runs": runs})
+    yield from republish_steps(ctx, threads, [r[0] for r in gone])
     ctx.heads.forget(threads)
     return None
+
 
 def copy_thread_steps(ctx: Context, source_thread_id: str, target_thread_id: str) -> Steps:
     s = ctx.sql.s
@@ -93,9 +105,10 @@ SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, 
 ON CONFLICT DO NOTHING""",
         {"src": src, "dst": dst},
     )
-    yield from republish_steps(ctx, [dst])
+    yield from republish_steps(ctx, [dst], [])
     ctx.heads.forget([dst])
     return None
+
 
 def prune_steps(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Steps:
     if isinstance(thread_ids, str):
@@ -128,7 +141,7 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
         yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
     else:
         yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
-        yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
-        yield from republish_steps(ctx, threads)
+        gone = yield _deleted(ctx, "thread_id = ANY(%(threads)s)", {"threads": threads})
+        yield from republish_steps(ctx, threads, [r[0] for r in gone])
     ctx.heads.forget(threads)
     return None

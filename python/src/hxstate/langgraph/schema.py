@@ -187,8 +187,9 @@ $$"""
 
 def stream_functions(s: str, hx: str, schema: str, send: bool) -> list[str]:
     """What setup() creates afresh each time: how checkpoints reach the
-    thread's log stream (hx_stream_send, when this hxstate has it), and the
-    source function followers read a thread's head from."""
+    thread's log stream (hx_stream_send, when this hxstate has it), a
+    thread's head as followers see it, and the source function followers
+    read it from with its seq."""
     prefix = "@" + schema + ":"
     publish = (
         f"SELECT {hx}.hx_stream_send(p_stream, p_event)" if send else "SELECT NULL::bigint"
@@ -202,12 +203,13 @@ AS $$ SELECT {quote_literal(prefix)} || p_thread_id $$""",
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$ {publish} $$""",
         f"COMMENT ON FUNCTION {s}.publish(text, jsonb) IS 'append an event to a thread''s log stream (NULL: this hxstate has no hx_stream_send)'",
-        f"""CREATE OR REPLACE FUNCTION {s}.threads(keys text[])
-RETURNS TABLE (key text, stream text, seq bigint, state jsonb)
+        # a thread's head as its followers see it, read from the saver's
+        # tables only (the saver's role need not read the log)
+        f"""CREATE OR REPLACE FUNCTION {s}.head_states(keys text[])
+RETURNS TABLE (key text, state jsonb)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
-SELECT k.key, {s}.stream_name(k.key),
-       coalesce((SELECT max(e.seq) FROM {hx}.hx_event e WHERE e.stream = {s}.stream_name(k.key)), 0),
+SELECT k.key,
        CASE WHEN c.checkpoint_id IS NOT NULL THEN
            coalesce((SELECT jsonb_object_agg(v.key, v.value)
                        FROM jsonb_each({s}.state_at(k.key, '', c.checkpoint_id)) v
@@ -226,6 +228,17 @@ SELECT k.key, {s}.stream_name(k.key),
   LEFT JOIN LATERAL (SELECT x.checkpoint_id FROM {s}.checkpoints x
                       WHERE x.thread_id = k.key AND x.checkpoint_ns = ''
                       ORDER BY x.checkpoint_id DESC LIMIT 1) c ON true
+$$""",
+        f"COMMENT ON FUNCTION {s}.head_states(text[]) IS "
+        "'the head of each LangGraph thread kept by HxSaver, as its followers see it (NULL: no checkpoint)'",
+        f"""CREATE OR REPLACE FUNCTION {s}.threads(keys text[])
+RETURNS TABLE (key text, stream text, seq bigint, state jsonb)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT h.key, {s}.stream_name(h.key),
+       coalesce((SELECT max(e.seq) FROM {hx}.hx_event e WHERE e.stream = {s}.stream_name(h.key)), 0),
+       h.state
+  FROM {s}.head_states(keys) h
 $$""",
         f"COMMENT ON FUNCTION {s}.threads(text[]) IS "
         "'LangGraph threads kept by HxSaver as a source: each key''s log stream, its last seq and the state at it'",
@@ -248,7 +261,11 @@ def setup_steps(schema: str, trusted_owners: Sequence[str] = (), allowed_trigger
             hint="CREATE EXTENSION hxstate, as a role that may.",
         )
     hx = quote_ident(rows[0][0])
-    yield Query(f"CREATE SCHEMA IF NOT EXISTS {s}")
+    # (CREATE SCHEMA IF NOT EXISTS wants CREATE on the database even when
+    # the schema exists: a role given a schema of its own has not)
+    rows = yield Query("SELECT pg_catalog.to_regnamespace(%s) IS NULL", (s,), True)
+    if rows[0][0]:
+        yield Query(f"CREATE SCHEMA IF NOT EXISTS {s}")
     # one setup at a time
     yield Query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(%s))", (f"hxstate.langgraph:{schema}",))
     # nothing in the schema runs or is read before it is known to be the

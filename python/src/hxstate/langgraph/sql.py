@@ -220,18 +220,17 @@ VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(packed)s,
         %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s, %(seq)s)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         # a thread's stream told what its head is now, after a change that
-        # is not a step; or, when the thread has no checkpoint left, that
-        # it ended, as a deleted row's stream ends (once: not again after
-        # an end)
-        self.REPUBLISH_SQL = f"""SELECT {s}.publish(t.stream,
-           CASE WHEN t.state IS NOT NULL
-                THEN pg_catalog.jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', t.state)
+        # is not a step; or, when the thread has no checkpoint left and
+        # this change deleted some (%(ended)s), that it ended, as a deleted
+        # row's stream ends (once: a thread with nothing to delete is not
+        # ended again).  The saver's tables say it all: the saver's role
+        # needs no SELECT on the log.
+        self.REPUBLISH_SQL = f"""SELECT {s}.publish({s}.stream_name(h.key),
+           CASE WHEN h.state IS NOT NULL
+                THEN pg_catalog.jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', h.state)
                 ELSE '{dumps(STREAM_END)}'::jsonb END)
-  FROM {s}.threads(%s::text[]) t
- WHERE t.state IS NOT NULL
-    OR (t.seq > 0 AND NOT EXISTS (SELECT FROM {server.hx}.hx_event e
-                                   WHERE e.stream = t.stream AND e.seq = t.seq AND e.event ->> 'type' = 'CUSTOM'
-                                     AND e.event ->> 'name' = 'hx.stream_end'))"""
+  FROM {s}.head_states(%(threads)s::text[]) h
+ WHERE h.state IS NOT NULL OR h.key = ANY (%(ended)s::text[])"""
 
     def materialize_sql(self, server: Server, where: str) -> str:
         """Make the checkpoints ``where`` selects snapshots of their own state

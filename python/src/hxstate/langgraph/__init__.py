@@ -20,6 +20,16 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+
+try:
+    import langgraph.checkpoint.base  # noqa: F401
+    import psycopg_pool  # noqa: F401
+except ImportError as missing:  # an install without the extra
+    raise ImportError(
+        f"hxstate.langgraph needs LangGraph and psycopg-pool ({missing.name} is missing): "
+        "pip install 'hxstate[langgraph]'"
+    ) from missing
+
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     ChannelVersions,

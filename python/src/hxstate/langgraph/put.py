@@ -40,6 +40,13 @@ __all__ = ["RUN_SOURCES", "put_steps"]
 # sources of checkpoints that a run writes as it advances a thread; the
 # others ("update", "fork") are forks a user asked for
 RUN_SOURCES = frozenset({"input", "loop"})
+# the key of a config that names the checkpoint a run branches from: the
+# saver's get_tuple sets it on a checkpoint asked for by id that is not
+# its namespace's newest (LangGraph's time travel: a run with input from an
+# older checkpoint_id), and LangGraph carries the config's keys to the
+# run's puts.  The run's first checkpoint, whose parent it names, is a fork
+# the user asked for: not a second writer.
+FORK_KEY = "hx_fork_of"
 
 
 @dataclass
@@ -53,6 +60,7 @@ class Target:
     metadata: dict[str, Any]
     values: dict[str, Any]
     versions: dict[str, Any]
+    fork_of: str | None = None  # the checkpoint the run asked to branch from
 
     @classmethod
     def of(cls, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) -> Target:
@@ -67,6 +75,7 @@ class Target:
             metadata=md,
             values=checkpoint["channel_values"],
             versions=dict(checkpoint["channel_versions"]),
+            fork_of=str(conf[FORK_KEY]) if conf.get(FORK_KEY) else None,
         )
         run_id = md.get("run_id")
         if isinstance(run_id, str):
@@ -105,12 +114,15 @@ def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
     rows = yield Query(ctx.sql.PARENT_SQL, {"thread_id": t.thread_id, "ns": t.ns, "parent": t.parent, "id": t.cid}, True)
     if not rows:
         return Parent(None, t.cid)
-    (packed, chain_bytes, chain_len, snapshot_bytes, base_id, child, interrupted, exists, own) = rows[0]
-    if child is not None and t.metadata.get("source") in RUN_SOURCES and not exists:
+    (packed, chain_bytes, chain_len, snapshot_bytes, base_id, newer, continued, interrupted, exists, own) = rows[0]
+    if continued is not None and t.metadata.get("source") in RUN_SOURCES and not exists and t.fork_of != t.parent:
+        # a run continues a checkpoint that another writer has continued
+        # from since the run read it (a fork asked for names its parent)
         raise ThreadConflict(
-            f"thread {t.thread_id!r} moved on from checkpoint {t.parent}: checkpoint {child}, "
-            "newer, was written by another writer",
-            hint="Another writer moved the thread on: run again from the thread's head.",
+            f"thread {t.thread_id!r} moved on from checkpoint {t.parent}: checkpoint {continued}, "
+            "which continues it, was written after this run read it (another run on the thread)",
+            hint="Run again from the thread's head.  To branch from an older checkpoint on purpose, "
+            "run with its checkpoint_id in the config.",
         )
     sizes = {"chain_bytes": chain_bytes, "chain_len": chain_len, "snapshot_bytes": snapshot_bytes}
     if cached is not None and cached.checkpoint_id == t.parent:
@@ -119,7 +131,7 @@ def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
         chain = yield Query(ctx.sql.CHAIN_SQL, {"thread_id": t.thread_id, "ns": t.ns, "first": base_id, "last": t.parent}, True)
         state = yield from rebuild_steps(ctx.sql, t.thread_id, t.ns, t.parent, base_id, chain)
         base = Head(t.parent, dict(checkpoint_of(packed).get("channel_versions") or {}), state, **sizes)
-    return Parent(base, base_id, child is None, bool(interrupted), bool(exists), own)
+    return Parent(base, base_id, newer is None, bool(interrupted), bool(exists), own)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple, get_checkpoint_id
 
 from hxstate.langgraph.heads import Head, objects_of
+from hxstate.langgraph.put import FORK_KEY
 from hxstate.langgraph.rebuild import rebuild_steps
 from hxstate.langgraph.steps import Context, Query, Steps
 from hxstate.langgraph.storage import checkpoint_of, dumps, unpack
@@ -39,7 +40,10 @@ def get_steps(ctx: Context, config: RunnableConfig) -> Steps:
         state = cached.state
     else:
         state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[10], rows)
-    return to_tuple(ctx, row, state, remember=True)
+    # a run from a checkpoint that is not its namespace's newest, asked
+    # for by id, branches from it (time travel): its config says so, and
+    # LangGraph carries it to the run's puts
+    return to_tuple(ctx, row, state, remember=True, fork=bool(row[11]))
 
 
 def list_steps(
@@ -104,9 +108,13 @@ WINDOW w AS (PARTITION BY x.thread_id, x.checkpoint_ns)
     return out
 
 
-def to_tuple(ctx: Context, row: tuple[Any, ...], state: dict[str, Any], *, remember: bool) -> CheckpointTuple:
+def to_tuple(
+    ctx: Context, row: tuple[Any, ...], state: dict[str, Any], *, remember: bool, fork: bool = False
+) -> CheckpointTuple:
     """A checkpoint's tuple from its row (SELECT_COLUMNS) and its state;
-    ``remember``: the saver keeps it as its thread's head."""
+    ``remember``: the saver keeps it as its thread's head; ``fork``: its
+    config names it as the checkpoint a run from it branches from
+    (FORK_KEY)."""
     (thread_id, ns, cid, parent, stored, metadata, chain_bytes, chain_len, snapshot_bytes, writes) = row[:10]
     checkpoint = checkpoint_of(stored)
     values: dict[str, Any] = {}
@@ -127,8 +135,11 @@ def to_tuple(ctx: Context, row: tuple[Any, ...], state: dict[str, Any], *, remem
         (w[0], w[1], ctx.codec.decode(w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))
         for w in writes or []
     ]
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}
+    if fork:
+        configurable[FORK_KEY] = cid
     return CheckpointTuple(
-        {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
+        {"configurable": configurable},
         cast(Checkpoint, {**checkpoint, "id": cid, "channel_values": values}),
         cast(CheckpointMetadata, ctx.codec.decode(metadata)),
         (

@@ -80,15 +80,19 @@ class Statements:
         # own columns (and its base) as one jsonb, which the other rows
         # carry as one NULL.  Parts go as text: the server prints each once
         # and builds no merged state (see rebuild()).  When the saver has
-        # the checkpoint's state (%(cached)s), only its row.
+        # the checkpoint's state (%(cached)s), only its row.  A checkpoint
+        # asked for by id also says whether a newer one is in its
+        # namespace (superseded: a run from it forks the thread).
         head = (
             f"CASE WHEN k.checkpoint_id = (SELECT h.checkpoint_id FROM h) "
-            f"THEN jsonb_build_array({', '.join(self.columns('k'))}, (SELECT h.base_id FROM h)) END"
+            f"THEN jsonb_build_array({', '.join(self.columns('k'))}, (SELECT h.base_id FROM h), "
+            f"(SELECT h.superseded FROM h)) END"
         )
         get = f"""WITH h AS (
     SELECT c.checkpoint_id, c.base_id,
            CASE WHEN c.checkpoint_id = %(cached)s OR c.base_id > c.checkpoint_id THEN c.checkpoint_id
-                ELSE c.base_id END AS first
+                ELSE c.base_id END AS first,
+           {{}} AS superseded
       FROM {s}.checkpoints c
      WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s{{}})
 SELECT k.checkpoint_id, k.parent_checkpoint_id,
@@ -99,8 +103,12 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
  WHERE k.thread_id = %(thread_id)s AND k.checkpoint_ns = %(ns)s
    AND k.checkpoint_id >= (SELECT h.first FROM h) AND k.checkpoint_id <= (SELECT h.checkpoint_id FROM h)
  ORDER BY k.checkpoint_id"""
-        self.GET_SQL = get.format(" AND c.checkpoint_id = %(id)s")
-        self.GET_LATEST_SQL = get.format(" ORDER BY c.checkpoint_id DESC LIMIT 1")
+        newer = (
+            f"EXISTS (SELECT FROM {s}.checkpoints n WHERE n.thread_id = c.thread_id "
+            "AND n.checkpoint_ns = c.checkpoint_ns AND n.checkpoint_id > c.checkpoint_id)"
+        )
+        self.GET_SQL = get.format(newer, " AND c.checkpoint_id = %(id)s")
+        self.GET_LATEST_SQL = get.format("false", " ORDER BY c.checkpoint_id DESC LIMIT 1")
         # the rows of a range, each with its snapshot when it has one (a
         # chain ends at its first snapshot), its delta otherwise
         self.CHAIN_SQL = f"""SELECT k.checkpoint_id, k.parent_checkpoint_id,
@@ -113,11 +121,22 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         # (a parent not older than its child)
         self.CHAIN_FALLBACK_SQL = f"""SELECT x::text FROM unnest({s}.chain(%(thread_id)s, %(ns)s, %(id)s)) WITH ORDINALITY AS u(x, i)
  ORDER BY u.i = 1 DESC, u.i DESC"""
+        # a put's parent: its bookkeeping and chain, the namespace's newest
+        # checkpoint after it (the stream's head, when not this one), a
+        # checkpoint that already continued from it (another writer's:
+        # the newer ones are scanned, none when the parent is the head),
+        # whether it has interrupts, whether this checkpoint exists (a
+        # retry), and the interrupts written at this checkpoint already
         self.PARENT_SQL = f"""SELECT {checkpoint_sql("p")}, p.chain_bytes, p.chain_len, p.snapshot_bytes, p.base_id,
     (SELECT c.checkpoint_id FROM {s}.checkpoints c
       WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns
         AND c.checkpoint_id > p.checkpoint_id AND c.checkpoint_id <> %(id)s
       ORDER BY c.checkpoint_id DESC LIMIT 1),
+    (SELECT c.checkpoint_id FROM {s}.checkpoints c
+      WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns
+        AND c.checkpoint_id > p.checkpoint_id AND c.checkpoint_id <> %(id)s
+        AND c.parent_checkpoint_id = p.checkpoint_id
+      LIMIT 1),
     EXISTS (SELECT FROM {s}.writes w
              WHERE w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
                AND w.checkpoint_id = p.checkpoint_id AND w.channel = '__interrupt__'),

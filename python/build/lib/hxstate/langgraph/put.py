@@ -1,0 +1,275 @@
+"""put: a checkpoint stored as what changed since its parent, now and then
+with a snapshot of the whole state, and published to the thread's log
+stream in the same transaction.
+
+In order: the checkpoint's keys are checked (limits); the parent is read
+(its state from the saver's memory, or rebuilt), under the thread's
+advisory lock, and a run's checkpoint whose parent another writer already
+continued from is refused (ThreadConflict); the new state is the parent's
+with the channels whose versions changed; the delta is the ops between
+them, with a snapshot when the chain since the last one has grown past it;
+the stream is told; the row is inserted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
+
+from hxstate.errors import ThreadConflict
+from hxstate.langgraph import delta as D
+from hxstate.langgraph.heads import Head, encode_channel
+from hxstate.langgraph.limits import check_id, check_key
+from hxstate.langgraph.rebuild import rebuild_steps
+from hxstate.langgraph.sql import Server
+from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
+from hxstate.langgraph.storage import checkpoint_of, dumps, pack
+from hxstate.langgraph.stream import checkpoint_event, interrupt_items
+
+__all__ = ["RUN_SOURCES", "put_steps"]
+
+# sources of checkpoints that a run writes as it advances a thread; the
+# others ("update", "fork") are forks a user asked for
+RUN_SOURCES = frozenset({"input", "loop"})
+# the key of a config that names the checkpoint a run branches from: the
+# saver's get_tuple sets it on a checkpoint asked for by id that is not
+# its namespace's newest (LangGraph's time travel: a run with input from an
+# older checkpoint_id), and LangGraph carries the config's keys to the
+# run's puts.  The run's first checkpoint, whose parent it names, is a fork
+# the user asked for: not a second writer.
+FORK_KEY = "hx_fork_of"
+
+
+@dataclass
+class Target:
+    """The checkpoint being put."""
+
+    thread_id: str
+    ns: str
+    cid: str
+    parent: str | None
+    metadata: dict[str, Any]
+    values: dict[str, Any]
+    versions: dict[str, Any]
+    fork_of: str | None = None  # the checkpoint the run asked to branch from
+
+    @classmethod
+    def of(cls, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) -> Target:
+        """The checkpoint's keys, checked before anything is written."""
+        conf = config["configurable"]
+        md = dict(get_serializable_checkpoint_metadata(config, metadata))
+        t = cls(
+            thread_id=check_key("thread id", str(conf["thread_id"])),
+            ns=check_key("checkpoint namespace", str(conf.get("checkpoint_ns", "") or "")),
+            cid=check_id("checkpoint id", checkpoint["id"]),
+            parent=check_id("checkpoint id", str(conf["checkpoint_id"])) if conf.get("checkpoint_id") else None,
+            metadata=md,
+            values=checkpoint["channel_values"],
+            versions=dict(checkpoint["channel_versions"]),
+            fork_of=str(conf[FORK_KEY]) if conf.get(FORK_KEY) else None,
+        )
+        run_id = md.get("run_id")
+        if isinstance(run_id, str):
+            check_id("run id", run_id)
+        return t
+
+    def config(self) -> RunnableConfig:
+        return {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": self.ns, "checkpoint_id": self.cid}}
+
+    def lock(self, ctx: Context) -> Query:
+        """The thread's namespace's turn: puts on it take turns on an
+        advisory lock (no row is locked, so no WAL)."""
+        return Query(ctx.sql.LOCK_SQL, {"lock": ctx.sql.lock_key, "thread_id": self.thread_id, "ns": self.ns})
+
+
+@dataclass
+class Parent:
+    """What the put learnt of its parent."""
+
+    base: Head | None  # the parent's state, None for a root (or a parent that is gone)
+    base_id: str  # the parent's snapshot
+    newest: bool = False  # no checkpoint of the namespace is newer: the checkpoint extends the head
+    interrupted: bool = False  # the parent has interrupts pending
+    exists: bool = False  # the checkpoint is stored already (a retry)
+    own_interrupts: list[Any] | None = None  # interrupts already written at the checkpoint
+
+
+def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
+    """The parent's state, from the saver's memory or rebuilt, after the
+    thread's turn is taken; refuses a run's checkpoint whose parent another
+    writer already continued from."""
+    if not t.parent:
+        return Parent(None, t.cid)
+    cached = ctx.heads.get(t.thread_id, t.ns)
+    yield t.lock(ctx)
+    rows = yield Query(ctx.sql.PARENT_SQL, {"thread_id": t.thread_id, "ns": t.ns, "parent": t.parent, "id": t.cid}, True)
+    if not rows:
+        return Parent(None, t.cid)
+    (packed, chain_bytes, chain_len, snapshot_bytes, base_id, newer, continued, interrupted, exists, own) = rows[0]
+    if continued is not None and t.metadata.get("source") in RUN_SOURCES and not exists and t.fork_of != t.parent:
+        # a run continues a checkpoint that another writer has continued
+        # from since the run read it (a fork asked for names its parent)
+        raise ThreadConflict(
+            f"thread {t.thread_id!r} moved on from checkpoint {t.parent}: checkpoint {continued}, "
+            "which continues it, was written after this run read it (another run on the thread)",
+            hint="Run again from the thread's head.  To branch from an older checkpoint on purpose, "
+            "run with its checkpoint_id in the config.",
+        )
+    sizes = {"chain_bytes": chain_bytes, "chain_len": chain_len, "snapshot_bytes": snapshot_bytes}
+    if cached is not None and cached.checkpoint_id == t.parent:
+        base = dataclasses.replace(cached, **sizes)
+    else:
+        chain = yield Query(ctx.sql.CHAIN_SQL, {"thread_id": t.thread_id, "ns": t.ns, "first": base_id, "last": t.parent}, True)
+        state = yield from rebuild_steps(ctx.sql, t.thread_id, t.ns, t.parent, base_id, chain)
+        base = Head(t.parent, dict(checkpoint_of(packed).get("channel_versions") or {}), state, **sizes)
+    return Parent(base, base_id, newer is None, bool(interrupted), bool(exists), own)
+
+
+@dataclass
+class Change:
+    """The new state, and the ops from the parent's."""
+
+    state: dict[str, Any]
+    objects: dict[str, list[tuple[Any, Any]]]
+    ops: D.Ops
+
+
+def new_state(ctx: Context, t: Target, new_versions: ChannelVersions, base: Head | None) -> Change:
+    """The parent's state with the channels that changed; only those whose
+    version changed are looked at."""
+    state: dict[str, Any] = {}
+    objects: dict[str, list[tuple[Any, Any]]] = {}
+    ops: D.Ops = []
+    old_state = base.state if base is not None else {}
+    old_versions = base.versions if base is not None else {}
+    # the graph's channels first, LangGraph's own ("__start__", whose
+    # messages a step copies instead of storing them again) after them
+    later: D.Ops = []
+    sources: D.Sources | None = None
+    for ch, value in t.values.items():
+        had = ch in old_state
+        if base is not None and had and ch not in new_versions and ch in t.versions and old_versions.get(ch) == t.versions[ch]:
+            state[ch] = old_state[ch]
+            if ch in base.objects:
+                objects[ch] = base.objects[ch]
+            continue
+        enc, objs = encode_channel(ctx.codec, value, old_state.get(ch), base.objects.get(ch) if base else None)
+        state[ch] = enc
+        if objs is not None:
+            objects[ch] = objs
+        if ch.startswith("__"):
+            later.extend(D.value_ops(ch, old_state.get(ch), enc, had=had))
+        else:
+            if sources is None:
+                sources = D.sources_of(old_state, ch)
+            ops.extend(D.value_ops(ch, old_state.get(ch), enc, had=had, sources=sources))
+    ops.extend(later)
+    for ch in old_state:
+        if ch not in t.values:
+            ops.append({"op": "delete", "path": D.pointer(ch)})
+    return Change(state, objects, ops)
+
+
+@dataclass
+class Row:
+    """What the checkpoint's row stores of its state."""
+
+    delta: str | None
+    snapshot: str | None
+    chain_bytes: int
+    chain_len: int
+    snapshot_bytes: int
+    base_id: str
+
+
+def chain_row(ctx: Context, t: Target, parent: Parent, change: Change) -> Row:
+    """The delta, and a snapshot when the deltas since the last one add up
+    to more than it (at least snapshot_min_bytes) or max_chain passed: a
+    rebuild reads at most about twice the state."""
+    base = parent.base
+    delta = dumps(change.ops)
+    if base is None:
+        snapshot = dumps(change.state)
+        return Row(None, snapshot, 0, 0, len(snapshot), t.cid)
+    chain_bytes = base.chain_bytes + len(delta)
+    chain_len = base.chain_len + 1
+    if chain_bytes > max(base.snapshot_bytes, ctx.snapshot_min_bytes) or chain_len >= ctx.max_chain:
+        snapshot = dumps(change.state)
+        return Row(delta, snapshot, 0, 0, len(snapshot), t.cid)
+    return Row(delta, None, chain_bytes, chain_len, base.snapshot_bytes, parent.base_id)
+
+
+def publish_steps(ctx: Context, t: Target, parent: Parent, change: Change) -> StepsOf[int | None]:
+    """Tell the thread's stream of the checkpoint (root namespace only):
+    returns the event's seq, None when nothing was sent."""
+    exists, own = parent.exists, parent.own_interrupts
+    if not t.parent:
+        # roots take the thread's turn too, for the interrupts' sake
+        yield t.lock(ctx)
+        rows = yield Query(ctx.sql.EXISTS_SQL, {"thread_id": t.thread_id, "ns": t.ns, "id": t.cid}, True)
+        exists, own = rows[0]
+    if exists:
+        return None
+    event = checkpoint_event(
+        parent.base.state if parent.base is not None else None,
+        change.ops,
+        change.state,
+        extends_head=parent.newest,
+        had_interrupts=parent.interrupted,
+        interrupts=[i for v in own or [] for i in interrupt_items(v)],
+    )
+    if event is None:
+        return None
+    rows = yield Query(ctx.sql.PUBLISH_SQL, (t.thread_id, dumps(event)), True)
+    seq: int | None = rows[0][0]
+    return seq
+
+
+def put_steps(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Steps:
+    t = Target.of(config, checkpoint, metadata)
+    server: Server = yield from ctx.sql.server_steps()
+    parent = yield from read_parent(ctx, t)
+    change = new_state(ctx, t, new_versions, parent.base)
+    row = chain_row(ctx, t, parent, change)
+    seq = (yield from publish_steps(ctx, t, parent, change)) if server.publishing and t.ns == "" else None
+    # the id is the row's own column
+    bookkeeping = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    yield Query(
+        ctx.sql.INSERT_SQL,
+        {
+            "thread_id": t.thread_id,
+            "ns": t.ns,
+            "id": t.cid,
+            "parent": t.parent,
+            "packed": pack(dumps(bookkeeping), always=True),
+            "metadata": dumps(ctx.codec.encode(t.metadata)),
+            "delta": row.delta,
+            "snapshot": row.snapshot,
+            "chain_bytes": row.chain_bytes,
+            "chain_len": row.chain_len,
+            "snapshot_bytes": row.snapshot_bytes,
+            "base_id": row.base_id,
+            "seq": seq,
+        },
+    )
+    ctx.heads.remember(
+        t.thread_id,
+        t.ns,
+        Head(t.cid, t.versions, change.state, change.objects, row.chain_bytes, row.chain_len, row.snapshot_bytes),
+    )
+    return t.config()

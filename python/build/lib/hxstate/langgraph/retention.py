@@ -1,0 +1,147 @@
+"""Deleting, copying and pruning threads.  Every checkpoint that stays
+stays rebuildable: one whose chain goes through a checkpoint that goes is
+first made a snapshot of its own state.  A thread left without
+checkpoints ends its stream (``hx.stream_end``), once; one whose head
+changed otherwise gets a snapshot of it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hxstate.langgraph.limits import check_key
+from hxstate.langgraph.sql import METADATA_COMPRESSION
+from hxstate.langgraph.steps import Context, Query, Steps
+
+__all__ = ["copy_thread_steps", "delete_for_runs_steps", "delete_thread_steps", "prune_steps", "republish_steps"]
+
+
+def republish_steps(ctx: Context, threads: list[str], ended: list[str]) -> Steps:
+    """Tell the threads' streams their head now, after a change that is
+    not a step (a snapshot), or that a thread is gone (hx.stream_end): of
+    ``ended``, the threads this change deleted checkpoints of, those left
+    with none."""
+    if (yield from ctx.sql.server_steps()).publishing:
+        yield Query(ctx.sql.REPUBLISH_SQL, {"threads": threads, "ended": ended})
+    return None
+
+
+def _deleted(ctx: Context, where: str, params: dict[str, object]) -> Query:
+    """Delete the checkpoints ``where`` selects; the threads they were of."""
+    return Query(
+        f"WITH d AS (DELETE FROM {ctx.sql.s}.checkpoints WHERE {where} RETURNING thread_id) SELECT DISTINCT thread_id FROM d",
+        params,
+        True,
+    )
+
+
+def delete_thread_steps(ctx: Context, thread_id: str) -> Steps:
+    yield Query(f"DELETE FROM {ctx.sql.s}.writes WHERE thread_id = %s", (str(thread_id),))
+    gone = yield _deleted(ctx, "thread_id = %(thread)s", {"thread": str(thread_id)})
+    yield from republish_steps(ctx, [str(thread_id)], [r[0] for r in gone])
+    ctx.heads.forget([str(thread_id)])
+    return None
+
+
+def delete_for_runs_steps(ctx: Context, run_ids: Sequence[str]) -> Steps:
+    runs = [str(r) for r in run_ids]
+    if not runs:
+        return None
+    s = ctx.sql.s
+    rows = yield Query(
+        f"SELECT DISTINCT thread_id FROM {s}.checkpoints WHERE metadata ->> 'run_id' = ANY(%(runs)s)",
+        {"runs": runs},
+        True,
+    )
+    if not rows:
+        return None
+    threads = [r[0] for r in rows]
+    server = yield from ctx.sql.server_steps()
+    # the checkpoints that stay but were rebuilt through one that goes
+    yield Query(
+        ctx.sql.materialize_sql(
+            server,
+            f"""k.thread_id = ANY(%(threads)s) AND (k.metadata ->> 'run_id' IS NULL OR NOT k.metadata ->> 'run_id' = ANY(%(runs)s))
+   AND EXISTS (SELECT FROM {s}.checkpoints p
+            WHERE p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
+              AND p.checkpoint_id = k.parent_checkpoint_id AND p.metadata ->> 'run_id' = ANY(%(runs)s))"""
+        ),
+        {"threads": threads, "runs": runs},
+    )
+    yield Query(
+        f"""DELETE FROM {s}.writes w USING {s}.checkpoints c
+ WHERE c.thread_id = ANY(%(threads)s) AND c.metadata ->> 'run_id' = ANY(%(runs)s)
+   AND w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id""",
+        {"threads": threads, "runs": runs},
+    )
+    gone = yield _deleted(ctx, "thread_id = ANY(%(threads)s) AND metadata ->> 'run_id' = ANY(%(runs)s)",
+                          {"threads": threads, "runs": runs})
+    yield from republish_steps(ctx, threads, [r[0] for r in gone])
+    ctx.heads.forget(threads)
+    return None
+
+
+def copy_thread_steps(ctx: Context, source_thread_id: str, target_thread_id: str) -> Steps:
+    s = ctx.sql.s
+    src, dst = str(source_thread_id), check_key("thread id", str(target_thread_id))
+    server = yield from ctx.sql.server_steps()
+    # the values as they are stored (compressed), but metadata that names
+    # the thread
+    moved = server.compressed("jsonb_set(metadata, '{thread_id}', to_jsonb(%(dst)s::text))", METADATA_COMPRESSION)
+    yield Query(
+        f"""INSERT INTO {s}.checkpoints
+(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed, metadata,
+ delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed,
+   CASE WHEN metadata ? 'thread_id' THEN {moved} ELSE metadata END,
+   delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id
+  FROM {s}.checkpoints WHERE thread_id = %(src)s
+ON CONFLICT DO NOTHING""",
+        {"src": src, "dst": dst},
+    )
+    yield Query(
+        f"""INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed
+  FROM {s}.writes WHERE thread_id = %(src)s
+ON CONFLICT DO NOTHING""",
+        {"src": src, "dst": dst},
+    )
+    yield from republish_steps(ctx, [dst], [])
+    ctx.heads.forget([dst])
+    return None
+
+
+def prune_steps(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Steps:
+    if isinstance(thread_ids, str):
+        raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+    if strategy not in ("keep_latest", "delete"):
+        raise ValueError(f"Unknown prune strategy: {strategy!r}")
+    threads = [str(t) for t in thread_ids]
+    if not threads:
+        return None
+    s = ctx.sql.s
+    server = yield from ctx.sql.server_steps()
+    if strategy == "keep_latest":
+        # the latest checkpoint of each namespace stays, as its own snapshot
+        yield Query(
+            f"""CREATE TEMPORARY TABLE hx_prune_keep ON COMMIT DROP AS
+SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id
+  FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)
+ ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC""",
+            {"threads": threads},
+        )
+        yield Query(
+            ctx.sql.materialize_sql(
+                server,
+                "(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN (SELECT * FROM hx_prune_keep) "
+                "AND (k.snapshot IS NULL OR k.parent_checkpoint_id IS NOT NULL)"
+            )
+        )
+        keep = "(thread_id, checkpoint_ns, checkpoint_id) NOT IN (SELECT * FROM hx_prune_keep)"
+        yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
+        yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
+    else:
+        yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
+        gone = yield _deleted(ctx, "thread_id = ANY(%(threads)s)", {"threads": threads})
+        yield from republish_steps(ctx, threads, [r[0] for r in gone])
+    ctx.heads.forget(threads)
+    return None

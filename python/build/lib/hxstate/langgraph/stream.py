@@ -1,0 +1,58 @@
+"""What a thread's followers see: the graph's own channels and the head's
+pending interrupts, published to the thread's log stream
+(``@<schema>:<thread_id>``) in the put's own transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.checkpoint.serde.types import INTERRUPT
+
+from hxstate.langgraph import delta as D
+from hxstate.langgraph.codec import public_json
+
+__all__ = ["checkpoint_event", "internal", "interrupt_items", "public_state"]
+
+
+def internal(channel: str) -> bool:
+    """LangGraph's own channels (``__start__``, ``branch:to:...``), which a
+    thread's followers do not see."""
+    return channel.startswith("__") or channel.startswith("branch:")
+
+
+def public_state(state: Mapping[str, Any], interrupts: list[Any] | None = None) -> dict[str, Any]:
+    """The state a thread's followers see: the graph's own channels, and
+    the head's pending interrupts at ``__interrupt__`` as ``[{id, value}]``."""
+    out = {k: v for k, v in state.items() if not internal(k)}
+    if interrupts:
+        out[INTERRUPT] = interrupts
+    return out
+
+
+def interrupt_items(encoded: Any) -> list[Any]:
+    """A stored __interrupt__ write as ``[{id, value}]``."""
+    items = encoded.get("items", []) if type(encoded) is dict and encoded.get("$hx") == "tuple" else [encoded]
+    return [public_json(i) for i in items if type(i) is dict]
+
+
+def checkpoint_event(
+    before: dict[str, Any] | None,
+    ops: D.Ops,
+    state: dict[str, Any],
+    *,
+    extends_head: bool,
+    had_interrupts: bool,
+    interrupts: list[Any],
+) -> dict[str, Any] | None:
+    """The event that tells a thread's stream of a checkpoint: a
+    ``STATE_DELTA`` from the state ``before`` (the parent's) when the
+    checkpoint extends the stream's head, a ``STATE_SNAPSHOT`` otherwise
+    (a root, a fork); None when nothing its followers see changed."""
+    if before is not None and extends_head:
+        patch: list[dict[str, Any]] = [{"op": "remove", "path": "/" + INTERRUPT}] if had_interrupts else []
+        patch += D.to_patch([op for op in ops if not internal(D.channel_of(op))], before)
+        if interrupts:
+            patch.append({"op": "add", "path": "/" + INTERRUPT, "value": interrupts})
+        return {"type": "STATE_DELTA", "delta": patch} if patch else None
+    return {"type": "STATE_SNAPSHOT", "snapshot": public_state(state, interrupts)}

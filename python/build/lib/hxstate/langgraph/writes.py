@@ -1,0 +1,92 @@
+"""put_writes: a task's pending writes stored exactly once.
+
+Writing the same values again (a retry) is a no-op; other values for the
+same task and index raise NonDeterministicRetry (XH201, as hx_stage), all
+in one transaction.  LangGraph's records of an attempt (``__error__``,
+``__interrupt__``, ``__resume__``, ``__scheduled__``, at fixed negative
+indexes) are overwritten by the last attempt, as LangGraph expects; an
+interrupt of the root namespace's head is published to the thread's
+stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+from langgraph.checkpoint.serde.types import INTERRUPT
+
+from hxstate.errors import NonDeterministicRetry
+from hxstate.langgraph.limits import check_id, check_key
+from hxstate.langgraph.steps import Context, Query, Steps
+from hxstate.langgraph.storage import dumps, pack, unpack
+from hxstate.langgraph.stream import interrupt_items
+
+__all__ = ["put_writes_steps"]
+
+# (indexes, channels, values as JSON text, values packed), as the statement takes them
+Columns = tuple[list[int], list[str], list[str | None], list[bytes | None]]
+
+
+def put_writes_steps(
+    ctx: Context,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Steps:
+    conf = config["configurable"]
+    thread_id = check_key("thread id", str(conf["thread_id"]))
+    ns = check_key("checkpoint namespace", str(conf.get("checkpoint_ns", "") or ""))
+    cid = check_id("checkpoint id", str(conf["checkpoint_id"]))
+    check_id("task id", task_id)
+    check_key("task path", task_path)
+    regular: Columns = ([], [], [], [])
+    special: Columns = ([], [], [], [])
+    mine: dict[int, tuple[str, Any]] = {}
+    for i, (ch, value) in enumerate(writes):
+        target = special if ch in WRITES_IDX_MAP else regular
+        idx = WRITES_IDX_MAP.get(ch, i)
+        enc = ctx.codec.encode(value)
+        text = dumps(enc)
+        packed = pack(text) if target is regular else None
+        target[0].append(idx)
+        target[1].append(ch)
+        target[2].append(None if packed is not None else text)
+        target[3].append(packed)
+        mine[idx] = (ch, enc)
+    key = (thread_id, ns, cid, task_id, task_path)
+    if special[0]:
+        yield Query(ctx.sql.UPSERT_WRITES_SQL, (*key, *special))
+        if INTERRUPT in special[1] and ns == "" and (yield from ctx.sql.server_steps()).publishing:
+            yield from _publish_interrupts(ctx, thread_id, cid)
+    if regular[0]:
+        yield Query(ctx.sql.INSERT_WRITES_SQL, (*key, *regular))
+        stored = yield Query(ctx.sql.STORED_WRITES_SQL, (thread_id, ns, cid, task_id, regular[0]), True)
+        bad = [
+            idx
+            for idx, ch, value, packed in stored
+            if (ch, value if packed is None else json.loads(unpack(packed))) != mine[idx]
+        ]
+        if bad:
+            raise NonDeterministicRetry(
+                f"task {task_id} of checkpoint {cid} wrote other values for the same writes before",
+                detail=f"The writes at index {', '.join(str(i) for i in sorted(bad))} differ from the ones stored.",
+                hint="A task's writes are stored once: a retry must write the same values.",
+            )
+    return None
+
+
+def _publish_interrupts(ctx: Context, thread_id: str, cid: str) -> Steps:
+    """Interrupts written after the put of their checkpoint, when it is the
+    thread's head, go to its stream (written before it, the put publishes
+    them with the checkpoint)."""
+    yield Query(ctx.sql.LOCK_SQL, {"lock": ctx.sql.lock_key, "thread_id": thread_id, "ns": ""})
+    rows = yield Query(ctx.sql.INTERRUPTS_SQL, {"thread_id": thread_id, "id": cid}, True)
+    if rows and rows[0][0]:
+        items = [i for v in rows[0][1] or [] for i in interrupt_items(v)]
+        event = {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/" + INTERRUPT, "value": items}]}
+        yield Query(ctx.sql.PUBLISH_SQL, (thread_id, dumps(event)))
+    return None

@@ -63,6 +63,22 @@ def sources_of(state: dict[str, Any], skip: str) -> Sources:
     return out
 
 
+def same(a: Any, b: Any) -> bool:
+    """Equal as JSON text: the same values of the same types, an object's
+    keys in the same order (``==`` ignores it, and a value whose keys
+    changed order would keep its old order)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        return len(a) == len(b) and all(ka == kb and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items()))
+    if t is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
 def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None = None) -> Ops | None:
     """Ops from list ``old`` to list ``new``, or None when only a whole set
     says it.  Items that are the same object in both are not compared."""
@@ -73,7 +89,7 @@ def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None 
     new_ids = _ids(new) if old_ids is not None else None
     if old_ids is None or new_ids is None:
         # not a list of messages: only growth at the end has an op
-        if len(new) >= n and all(a is b or a == b for a, b in zip(old, new)):
+        if len(new) >= n and all(same(a, b) for a, b in zip(old, new)):
             return [] if len(new) == n else [{"op": "append", "path": path, "items": new[n:]}]
         return None
     new_set = set(new_ids)
@@ -87,7 +103,7 @@ def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None 
     changed = [
         it
         for i, it in zip(new_ids[: len(kept)], new[: len(kept)])
-        if not ((o := old_by_id[i]) is it or o == it)
+        if not same(old_by_id[i], it)
     ]
     ops: Ops = []
     if removed:
@@ -99,7 +115,7 @@ def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None 
     run: list[Any] = []
     for i, it in zip(new_ids[len(kept) :], new[len(kept) :]):
         src = sources.get(i) if sources else None
-        if src is not None and (src[1] is it or src[1] == it):
+        if src is not None and same(src[1], it):
             if run:
                 ops.append({"op": "upsert", "path": path, "items": run})
                 run = []
@@ -122,7 +138,7 @@ def value_ops(channel: str, old: Any, new: Any, *, had: bool, sources: Sources |
             ops = list_ops(path, old, new, sources)
             if ops is not None:
                 return ops
-        elif old == new and type(old) is type(new):
+        elif same(old, new):
             return []
     return [{"op": "add", "path": path, "value": new}]
 

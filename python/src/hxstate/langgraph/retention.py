@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hxstate.langgraph.limits import check_key
+from hxstate.langgraph.rebuild import rebuild_steps
 from hxstate.langgraph.sql import METADATA_COMPRESSION
 from hxstate.langgraph.steps import Context, Query, Steps
+from hxstate.langgraph.storage import dumps
 
 __all__ = ["copy_thread_steps", "delete_for_runs_steps", "delete_thread_steps", "prune_steps", "republish_steps"]
 
@@ -22,6 +24,25 @@ def republish_steps(ctx: Context, threads: list[str], ended: list[str]) -> Steps
     with none."""
     if (yield from ctx.sql.server_steps()).publishing:
         yield Query(ctx.sql.REPUBLISH_SQL, {"threads": threads, "ended": ended})
+    return None
+
+
+def materialize_steps(ctx: Context, where: str, params: dict[str, object]) -> Steps:
+    """Make the checkpoints ``where`` selects (of ``checkpoints k``)
+    snapshots of their own state and roots, before what they were rebuilt
+    from is deleted.  Their states are rebuilt by the saver, which keeps
+    them as they were written (an object's keys in their order), and
+    written as json."""
+    rows = yield Query(
+        f"SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.base_id FROM {ctx.sql.s}.checkpoints k WHERE {where}",
+        params,
+        True,
+    )
+    for thread_id, ns, cid, base_id in rows:
+        chain = yield Query(ctx.sql.CHAIN_SQL, {"thread_id": thread_id, "ns": ns, "first": base_id, "last": cid}, True)
+        state = yield from rebuild_steps(ctx.sql, thread_id, ns, cid, base_id, chain)
+        text = dumps(state)
+        yield Query(ctx.sql.MATERIALIZE_SQL, {"thread_id": thread_id, "ns": ns, "id": cid, "snapshot": text, "bytes": len(text)})
     return None
 
 
@@ -57,14 +78,12 @@ def delete_for_runs_steps(ctx: Context, run_ids: Sequence[str]) -> Steps:
     threads = [r[0] for r in rows]
     server = yield from ctx.sql.server_steps()
     # the checkpoints that stay but were rebuilt through one that goes
-    yield Query(
-        ctx.sql.materialize_sql(
-            server,
-            f"""k.thread_id = ANY(%(threads)s) AND (k.metadata ->> 'run_id' IS NULL OR NOT k.metadata ->> 'run_id' = ANY(%(runs)s))
+    yield from materialize_steps(
+        ctx,
+        f"""k.thread_id = ANY(%(threads)s) AND (k.metadata ->> 'run_id' IS NULL OR NOT k.metadata ->> 'run_id' = ANY(%(runs)s))
    AND EXISTS (SELECT FROM {s}.checkpoints p
             WHERE p.thread_id = k.thread_id AND p.checkpoint_ns = k.checkpoint_ns
-              AND p.checkpoint_id = k.parent_checkpoint_id AND p.metadata ->> 'run_id' = ANY(%(runs)s))"""
-        ),
+              AND p.checkpoint_id = k.parent_checkpoint_id AND p.metadata ->> 'run_id' = ANY(%(runs)s))""",
         {"threads": threads, "runs": runs},
     )
     yield Query(
@@ -129,12 +148,11 @@ SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoi
  ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC""",
             {"threads": threads},
         )
-        yield Query(
-            ctx.sql.materialize_sql(
-                server,
-                "(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN (SELECT * FROM hx_prune_keep) "
-                "AND (k.snapshot IS NULL OR k.parent_checkpoint_id IS NOT NULL)"
-            )
+        yield from materialize_steps(
+            ctx,
+            "(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN (SELECT * FROM hx_prune_keep) "
+            "AND (k.snapshot IS NULL OR k.parent_checkpoint_id IS NOT NULL)",
+            {},
         )
         keep = "(thread_id, checkpoint_ns, checkpoint_id) NOT IN (SELECT * FROM hx_prune_keep)"
         yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})

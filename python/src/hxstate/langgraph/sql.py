@@ -77,7 +77,7 @@ class Statements:
         # and one index range scan, in the index's order: the rows from its
         # snapshot (base_id) to it, each with its part as JSON text (the
         # snapshot's, the deltas'), the checkpoint itself last, with its
-        # own columns (and its base) as one jsonb, which the other rows
+        # own columns (and its base) as one json, which the other rows
         # carry as one NULL.  Parts go as text: the server prints each once
         # and builds no merged state (see rebuild()).  When the saver has
         # the checkpoint's state (%(cached)s), only its row.  A checkpoint
@@ -85,7 +85,7 @@ class Statements:
         # namespace (superseded: a run from it forks the thread).
         head = (
             f"CASE WHEN k.checkpoint_id = (SELECT h.checkpoint_id FROM h) "
-            f"THEN jsonb_build_array({', '.join(self.columns('k'))}, (SELECT h.base_id FROM h), "
+            f"THEN json_build_array({', '.join(self.columns('k'))}, (SELECT h.base_id FROM h), "
             f"(SELECT h.superseded FROM h)) END"
         )
         get = f"""WITH h AS (
@@ -156,7 +156,7 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
  WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s), {self.own_interrupts_sql()}"""
         cols = "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)"
         vals = (
-            "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::jsonb, t.packed "
+            "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::json, t.packed "
             "FROM unnest(%s::int[], %s::text[], %s::text[], %s::bytea[]) AS t(idx, channel, value, packed)"
         )
         self.INSERT_WRITES_SQL = f"INSERT INTO {s}.writes {cols} {vals} ON CONFLICT DO NOTHING"
@@ -177,7 +177,7 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         self.PUBLISH_SQL = f"SELECT {s}.publish({s}.stream_name(%s), %s::jsonb)"
         self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
-       (SELECT jsonb_agg(w.value ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w
+       (SELECT jsonb_agg(w.value::jsonb ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w
          WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = '' AND w.checkpoint_id = %(id)s
            AND w.channel = '__interrupt__')"""
         self.STORED_WRITES_SQL = f"""SELECT idx, channel, value, packed FROM {s}.writes
@@ -187,7 +187,7 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         """The interrupts already written at the checkpoint being put: with
         LangGraph's default durability a task's writes can come before its
         checkpoint."""
-        return f"""(SELECT jsonb_agg(w.value ORDER BY w.task_path, w.task_id, w.idx) FROM {self.s}.writes w
+        return f"""(SELECT jsonb_agg(w.value::jsonb ORDER BY w.task_path, w.task_id, w.idx) FROM {self.s}.writes w
       WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = %(ns)s AND w.checkpoint_id = %(id)s
         AND w.channel = '__interrupt__')"""
 
@@ -198,7 +198,7 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
             *(f"{c}.{col}" for col in ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")),
             checkpoint_sql(c),
             *(f"{c}.{col}" for col in ("metadata", "chain_bytes", "chain_len", "snapshot_bytes")),
-            f"""(SELECT jsonb_agg(jsonb_build_array(w.task_id, w.channel, w.value, w.task_path, w.idx,
+            f"""(SELECT json_agg(json_build_array(w.task_id, w.channel, w.value, w.task_path, w.idx,
                                         encode(w.packed, 'base64'))
                       ORDER BY w.task_path, w.task_id, w.idx)
        FROM {self.s}.writes w
@@ -235,9 +235,15 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
 VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(packed)s,
         {server.compressed("%(metadata)s::jsonb", METADATA_COMPRESSION)},
         {server.compressed("%(delta)s::json", DELTA_COMPRESSION)},
-        {server.compressed("%(snapshot)s::jsonb", SNAPSHOT_COMPRESSION)},
+        {server.compressed("%(snapshot)s::json", SNAPSHOT_COMPRESSION)},
         %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s, %(seq)s)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
+        # a checkpoint made a snapshot of its own state and a root, before
+        # what it was rebuilt from is deleted
+        self.MATERIALIZE_SQL = f"""UPDATE {s}.checkpoints
+   SET snapshot = {server.compressed("%(snapshot)s::json", SNAPSHOT_COMPRESSION)}, parent_checkpoint_id = NULL,
+       chain_bytes = 0, chain_len = 0, snapshot_bytes = %(bytes)s, base_id = checkpoint_id
+ WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
         # a thread's stream told what its head is now, after a change that
         # is not a step; or, when the thread has no checkpoint left and
         # this change deleted some (%(ended)s), that it ended, as a deleted
@@ -250,15 +256,3 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
                 ELSE '{dumps(STREAM_END)}'::jsonb END)
   FROM {s}.head_states(%(threads)s::text[]) h
  WHERE h.state IS NOT NULL OR h.key = ANY (%(ended)s::text[])"""
-
-    def materialize_sql(self, server: Server, where: str) -> str:
-        """Make the checkpoints ``where`` selects snapshots of their own state
-        and roots, before what they were rebuilt from is deleted."""
-        s = self.s
-        return f"""UPDATE {s}.checkpoints c
-   SET snapshot = {server.compressed("m.state", SNAPSHOT_COMPRESSION)}, parent_checkpoint_id = NULL, chain_bytes = 0, chain_len = 0, base_id = c.checkpoint_id,
-       snapshot_bytes = octet_length(m.state::text)
-  FROM (SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id,
-               {s}.state_at(k.thread_id, k.checkpoint_ns, k.checkpoint_id) AS state
-          FROM {s}.checkpoints k WHERE {where}) m
- WHERE c.thread_id = m.thread_id AND c.checkpoint_ns = m.checkpoint_ns AND c.checkpoint_id = m.checkpoint_id"""

@@ -50,11 +50,13 @@ def migrations(s: str, hx: str) -> list[str]:
         #   node has seen, ts), about 330 bytes of JSON, which zlib with
         #   ZDICT packs to 100 (PostgreSQL's compression: 300); read back
         #   by the saver, not by SQL.
-        # - delta is json: written once, read whole by the saver, which
-        #   parses it itself; json keeps its text, so sending a delta is a
-        #   copy where jsonb is printed anew at every read (the 1,832 deltas
-        #   of a 500-turn thread: 0.3 ms against 5.0).  The state itself
-        #   (snapshot, state_at) is jsonb.
+        # - delta and snapshot are json: written once, read whole by the
+        #   saver, which parses them itself; json keeps its text, so
+        #   sending one is a copy where jsonb is printed anew at every read
+        #   (the 1,832 deltas of a 500-turn thread: 0.3 ms against 5.0),
+        #   and the order of an object's keys, which jsonb sorts, is kept
+        #   (PostgresSaver's msgpack keeps it).  SQL reads them as jsonb
+        #   (state_at).
         # - The saver writes metadata, delta and snapshot compressed in line
         #   (hx_compress, see BaseHxSaver._write_sql): PostgreSQL compresses
         #   a row's values only when the row is wider than about 2 kB, and
@@ -72,7 +74,7 @@ def migrations(s: str, hx: str) -> list[str]:
     packed bytea NOT NULL,
     metadata jsonb NOT NULL DEFAULT '{{}}',
     delta json,
-    snapshot jsonb,
+    snapshot json,
     chain_bytes bigint NOT NULL DEFAULT 0,
     chain_len integer NOT NULL DEFAULT 0,
     snapshot_bytes bigint NOT NULL DEFAULT 0,
@@ -87,6 +89,8 @@ def migrations(s: str, hx: str) -> list[str]:
     'the hx_merge ops from the parent''s state to this checkpoint''s (NULL in a root), compressed in line'""",
         f"""COMMENT ON COLUMN {s}.checkpoints.snapshot IS
     'the whole state, in a root and now and then (base_id names the nearest), compressed in line'""",
+        # a task's pending write: its value as JSON (json: its text and key
+        # order as written), or packed when that saves a quarter
         f"""CREATE TABLE {s}.writes (
     thread_id text NOT NULL,
     checkpoint_ns text NOT NULL DEFAULT '',
@@ -95,7 +99,7 @@ def migrations(s: str, hx: str) -> list[str]:
     idx integer NOT NULL,
     channel text NOT NULL,
     task_path text NOT NULL DEFAULT '',
-    value jsonb,
+    value json,
     packed bytea,
     CHECK ((value IS NULL) <> (packed IS NULL)),
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
@@ -164,7 +168,7 @@ BEGIN
         END IF;
     END LOOP;
     WHILE snap IS NULL LOOP
-        SELECT c.parent_checkpoint_id, c.delta, c.snapshot INTO parent, d, snap
+        SELECT c.parent_checkpoint_id, c.delta::jsonb, c.snapshot::jsonb INTO parent, d, snap
           FROM {s}.checkpoints c
          WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = want;
         IF NOT FOUND THEN
@@ -218,8 +222,8 @@ SELECT k.key,
                                   jsonb_build_object('id', i -> 'id', 'value', i -> 'value')
                                   ORDER BY w.task_path, w.task_id, w.idx, n))
                           FROM {s}.writes w,
-                               jsonb_array_elements(CASE WHEN w.value ->> '$hx' = 'tuple' THEN w.value -> 'items'
-                                                         ELSE jsonb_build_array(w.value) END) WITH ORDINALITY AS x(i, n)
+                               jsonb_array_elements(CASE WHEN w.value ->> '$hx' = 'tuple' THEN w.value::jsonb -> 'items'
+                                                         ELSE jsonb_build_array(w.value::jsonb) END) WITH ORDINALITY AS x(i, n)
                          WHERE w.thread_id = k.key AND w.checkpoint_ns = '' AND w.checkpoint_id = c.checkpoint_id
                            AND w.channel = '__interrupt__'
                         HAVING count(*) > 0), '{{}}')

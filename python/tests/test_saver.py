@@ -279,3 +279,50 @@ def test_messages_built_as_model_construct_builds_them(message: BaseMessage) -> 
     # a message of the read is its own: changing it changes no other read
     fast.content = "changed"
     assert C.Codec(None).decode(json.loads(json.dumps(dumped))).content == message.content  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("page", [1, 3, 7, 1000])
+def test_list_in_pages(conn: psycopg.Connection[Any], page: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """list() a page at a time gives every checkpoint's state, whatever the
+    page's size: across snapshots, edits, removals, a fork, two namespaces
+    and two threads, with before, limit and a filter."""
+    from hxstate.langgraph import read
+
+    monkeypatch.setattr(read, "PAGE_SIZE", page)
+    rng = random.Random(4)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=2048)
+    threads = [f"pages-{page}-a", f"pages-{page}-b"]
+    want: dict[tuple[str, str], dict[str, Any]] = {}
+    for thread in threads:
+        for ns in ("", "sub:1"):
+            t = Thread(saver, thread)
+            msgs: list[dict[str, Any]] = []
+            cfg = t.put({"configurable": {"thread_id": thread, "checkpoint_ns": ns}} if ns else None, {"messages": []},
+                        source="input", cid=f"{ns}{t.n + 1:06d}")
+            configs = [cfg]
+            for i in range(25):
+                msgs = msgs + [{"id": f"m{i}", "text": text(rng, 300)}]
+                if i % 6 == 5:
+                    msgs = msgs[1:]
+                cfg = t.put(cfg, {"messages": msgs, "n": i}, cid=f"{ns}{t.n + 1:06d}", mark="even" if i % 2 else "odd")
+                configs.append(cfg)
+            fork = configs[10]
+            for i in range(4):
+                fork = t.put(fork, {"messages": msgs[:3] + [{"id": f"f{i}", "text": "fork"}]}, source="fork",
+                             cid=f"{ns}{t.n + 1:06d}")
+            want.update({(thread, cid): v for cid, v in t.states.items()})
+    fresh = HxSaver(conn, schema=SCHEMA)
+    got = [(x.config["configurable"]["thread_id"], x.checkpoint["id"], dict(x.checkpoint["channel_values"]))
+           for thread in threads for x in fresh.list({"configurable": {"thread_id": thread}})]
+    assert {(th, cid): v for th, cid, v in got} == want and len(got) == len(want)
+    # newest first, each namespace's checkpoints in order
+    for thread in threads:
+        ids = [cid for th, cid, _ in got if th == thread]
+        assert ids == sorted(ids, reverse=True)
+    everything = list(fresh.list(None))
+    assert len({(x.config["configurable"]["thread_id"], x.config["configurable"]["checkpoint_ns"], x.checkpoint["id"])
+                for x in everything}) >= len(want)
+    some = list(fresh.list({"configurable": {"thread_id": threads[0], "checkpoint_ns": ""}},
+                           before={"configurable": {"checkpoint_id": "000020"}}, limit=5, filter={"mark": "even"}))
+    assert [x.checkpoint["id"] for x in some] == ["000019", "000017", "000015", "000013", "000011"]
+    assert all(dict(x.checkpoint["channel_values"]) == want[(threads[0], x.checkpoint["id"])] for x in some)

@@ -132,10 +132,11 @@ class HxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        tuples: list[CheckpointTuple] = self._run(
-            self._list_steps(config, filter, before, limit)
-        )
-        yield from tuples
+        # a page at a time, the connection free between pages
+        pager = self._pager(config, filter, before, limit)
+        while page := self._run(pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     def put(
         self,
@@ -224,11 +225,10 @@ class HxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        tuples = await asyncio.to_thread(
-            lambda: [*self.list(config, filter=filter, before=before, limit=limit)]
-        )
-        for t in tuples:
-            yield t
+        pager = self._pager(config, filter, before, limit)
+        while page := await asyncio.to_thread(self._run, pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     async def aput(
         self,

@@ -120,14 +120,17 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
     def _get_steps(self, config: RunnableConfig) -> Steps:
         return read.get_steps(self, config)
 
-    def _list_steps(
+    def _pager(
         self,
         config: RunnableConfig | None,
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> Steps:
-        return read.list_steps(self, config, filter, before, limit)
+    ) -> read.Pager:
+        """list()'s pages: each page's steps (``page_steps()``) run in a
+        transaction of its own, and its tuples decoded as they are handed
+        out (``tuple_of``)."""
+        return read.Pager(self, config, filter, before, limit)
 
     def _delete_thread_steps(self, thread_id: str) -> Steps:
         return retention.delete_thread_steps(self, thread_id)

@@ -117,6 +117,15 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
  WHERE k.thread_id = %(thread_id)s AND k.checkpoint_ns = %(ns)s
    AND k.checkpoint_id >= least(%(first)s, %(last)s) AND k.checkpoint_id <= %(last)s
  ORDER BY k.checkpoint_id"""
+        # the rows of a range for list(): each row's delta, and the
+        # snapshot of the first (the oldest one a page needs) and of roots
+        self.RANGE_SQL = f"""SELECT k.checkpoint_id, k.parent_checkpoint_id,
+       CASE WHEN k.checkpoint_id = %(first)s OR k.delta IS NULL THEN k.snapshot::text END,
+       k.delta::text
+  FROM {s}.checkpoints k
+ WHERE k.thread_id = %(thread_id)s AND k.checkpoint_ns = %(ns)s
+   AND k.checkpoint_id >= %(first)s AND k.checkpoint_id <= %(last)s
+ ORDER BY k.checkpoint_id"""
         # what chain() walks to, when the rows of the range are not enough
         # (a parent not older than its child)
         self.CHAIN_FALLBACK_SQL = f"""SELECT x::text FROM unnest({s}.chain(%(thread_id)s, %(ns)s, %(id)s)) WITH ORDINALITY AS u(x, i)

@@ -40,7 +40,7 @@ def keys(v: Any) -> Any:
 @pytest.fixture
 def saver(dsn: str) -> Iterator[HxSaver]:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        s = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=1024)
+        s = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=1024, rebuild_factor=1)
         s.setup()
         yield s
 

@@ -96,7 +96,7 @@ def test_cold_reads_across_snapshots_and_forks(conn: psycopg.Connection[Any]) ->
     fork whose rows lie between its snapshot and its checkpoints reads
     back as it was put, by a fresh saver and by state_at."""
     rng = random.Random(1)
-    t = Thread(HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096), "cold-1")
+    t = Thread(HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096, rebuild_factor=1), "cold-1")
     msgs: list[dict[str, Any]] = []
     cfg = t.put(None, {"messages": [], "plan": "a"}, source="input")
     configs = [cfg]
@@ -149,7 +149,7 @@ def test_cold_read_when_a_parent_is_not_older(conn: psycopg.Connection[Any]) -> 
 
 
 def test_cold_read_after_prune_and_delete_for_runs(conn: psycopg.Connection[Any]) -> None:
-    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=1024)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=1024, rebuild_factor=1)
     rng = random.Random(2)
     t = Thread(saver, "cold-3")
     cfg = t.put(None, {"messages": []}, source="input")
@@ -178,7 +178,7 @@ def test_rows_are_compressed_in_line(conn: psycopg.Connection[Any]) -> None:
     in line (hx_compress) whatever the row's width, and so do prune and
     copy_thread."""
     rng = random.Random(3)
-    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096, rebuild_factor=1)
     # a thread that starts with a long prompt: a root of 1.5 kB, a snapshot
     t = Thread(saver, "rows-1")
     cfg = t.put(None, {"messages": [{"id": "p", "type": "system", "text": text(rng, 1500)}]}, source="input")
@@ -290,7 +290,7 @@ def test_list_in_pages(conn: psycopg.Connection[Any], page: int, monkeypatch: py
 
     monkeypatch.setattr(read, "PAGE_SIZE", page)
     rng = random.Random(4)
-    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=2048)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=2048, rebuild_factor=1)
     threads = [f"pages-{page}-a", f"pages-{page}-b"]
     want: dict[tuple[str, str], dict[str, Any]] = {}
     for thread in threads:
@@ -326,3 +326,45 @@ def test_list_in_pages(conn: psycopg.Connection[Any], page: int, monkeypatch: py
                            before={"configurable": {"checkpoint_id": "000020"}}, limit=5, filter={"mark": "even"}))
     assert [x.checkpoint["id"] for x in some] == ["000019", "000017", "000015", "000013", "000011"]
     assert all(dict(x.checkpoint["channel_values"]) == want[(threads[0], x.checkpoint["id"])] for x in some)
+
+
+def chain_sizes(conn: psycopg.Connection[Any], thread: str) -> list[tuple[Any, ...]]:
+    """(snapshot?, bytes a rebuild reads, the state's bytes) of each checkpoint."""
+    return conn.execute(
+        f"""SELECT snapshot IS NOT NULL, snapshot_bytes + chain_bytes, state_bytes,
+                   octet_length({SCHEMA}.state_at(thread_id, checkpoint_ns, checkpoint_id)::text)
+              FROM {SCHEMA}.checkpoints WHERE thread_id = %s ORDER BY checkpoint_id""",
+        (thread,),
+    ).fetchall()
+
+
+def test_snapshots_bound_the_rebuild(conn: psycopg.Connection[Any]) -> None:
+    """A snapshot is written when a rebuild would read more than
+    rebuild_factor times the state: a thread that grows by appending (a
+    conversation) has its root's only, and one whose values are replaced
+    at every step gets them as its rebuild grows, the state's bytes
+    tracked as it changes."""
+    rng = random.Random(5)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096)
+    grows = Thread(saver, "bound-grows")
+    cfg = grows.put(None, {"messages": []}, source="input")
+    msgs: list[dict[str, Any]] = []
+    for i in range(60):
+        msgs = msgs + [{"id": f"m{i}", "text": text(rng, 500)}]
+        cfg = grows.put(cfg, {"messages": msgs, "step": i})
+    sizes = chain_sizes(conn, "bound-grows")
+    assert [s[0] for s in sizes].count(True) == 1  # the root's
+    assert all(rebuild <= 2 * state for _, rebuild, state, _ in sizes[1:])
+    churns = Thread(saver, "bound-churns")
+    cfg = churns.put(None, {"doc": ""}, source="input")
+    for i in range(60):
+        cfg = churns.put(cfg, {"doc": text(rng, 2000), "messages": [{"id": "only", "text": f"edit {i} " + text(rng, 300)}]})
+    sizes = chain_sizes(conn, "bound-churns")
+    assert [s[0] for s in sizes].count(True) >= 10
+    for snap, rebuild, state, exact in sizes:
+        # the state's bytes as tracked, within a few bytes of the state's text (jsonb prints spaces)
+        assert state <= exact and exact - state < 100, (state, exact)
+        assert rebuild <= max(2 * state, 4096) + 3000
+    for cid, values in churns.states.items():
+        assert cold(conn, "bound-churns", cid) == values
+    assert listed(conn, "bound-churns") == churns.states

@@ -59,13 +59,15 @@ class HxSaver(BaseHxSaver):
         schema: str = DEFAULT_SCHEMA,
         serde: SerializerProtocol | None = None,
         snapshot_min_bytes: int = 65536,
-        max_chain: int = 1000,
+        rebuild_factor: float = 2.0,
+        max_chain: int = 10000,
         cache_threads: int = 256,
     ) -> None:
         self._init_base(
             schema=schema,
             serde=serde,
             snapshot_min_bytes=snapshot_min_bytes,
+            rebuild_factor=rebuild_factor,
             max_chain=max_chain,
             cache_threads=cache_threads,
         )

@@ -42,6 +42,7 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
 
     schema: str
     snapshot_min_bytes: int
+    rebuild_factor: float
     max_chain: int
     cache_threads: int
     sql: Statements
@@ -54,6 +55,7 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         schema: str,
         serde: SerializerProtocol | None,
         snapshot_min_bytes: int,
+        rebuild_factor: float,
         max_chain: int,
         cache_threads: int,
     ) -> None:
@@ -61,7 +63,10 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         BaseCheckpointSaver.__init__(self, serde=serde if serde is not None else StrictSerializer())
         self.schema = schema
         self.codec = Codec(self.serde)
+        if rebuild_factor < 1:
+            raise ValueError("rebuild_factor is at least 1: a rebuild reads at least the state")
         self.snapshot_min_bytes = snapshot_min_bytes
+        self.rebuild_factor = rebuild_factor
         self.max_chain = max_chain
         self.cache_threads = cache_threads
         # the savers over a pool run calls in many threads at once: the

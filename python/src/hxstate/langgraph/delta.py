@@ -309,4 +309,24 @@ def to_patch(ops: Ops, before: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def size(j: Any) -> int:
-    return len(json.dumps(j, separators=(",", ":")))
+    """The length of a value's JSON text as the saver writes it."""
+    return len(json.dumps(j, separators=(",", ":"), ensure_ascii=False))
+
+
+def size_after(old: Any, new: Any, ops: Ops, old_size: int | None) -> int:
+    """The length of ``new``'s JSON text, from ``old``'s (``old_size``, when
+    known) when ``ops`` only added items at the end of a list (append,
+    copy, upsert of new ids), which is measuring the new items only;
+    measured whole otherwise."""
+    if old_size is None or type(old) is not list or type(new) is not list or len(new) < len(old):
+        return size(new)
+    kinds = {op["op"] for op in ops}
+    if not kinds <= {"append", "copy", "upsert"}:
+        return size(new)
+    if "upsert" in kinds:
+        old_ids = {it.get("id") for it in old if type(it) is dict}
+        for op in ops:
+            if op["op"] == "upsert" and any(type(it) is dict and it.get("id") in old_ids for it in op["items"]):
+                return size(new)  # an item replaced
+    tail = new[len(old):]
+    return old_size + sum(size(x) + 1 for x in tail) - (1 if tail and not old else 0)

@@ -114,7 +114,7 @@ def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
     rows = yield Query(ctx.sql.PARENT_SQL, {"thread_id": t.thread_id, "ns": t.ns, "parent": t.parent, "id": t.cid}, True)
     if not rows:
         return Parent(None, t.cid)
-    (packed, chain_bytes, chain_len, snapshot_bytes, base_id, newer, continued, interrupted, exists, own) = rows[0]
+    (packed, chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id, newer, continued, interrupted, exists, own) = rows[0]
     if continued is not None and t.metadata.get("source") in RUN_SOURCES and not exists and t.fork_of != t.parent:
         # a run continues a checkpoint that another writer has continued
         # from since the run read it (a fork asked for names its parent)
@@ -124,7 +124,7 @@ def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
             hint="Run again from the thread's head.  To branch from an older checkpoint on purpose, "
             "run with its checkpoint_id in the config.",
         )
-    sizes = {"chain_bytes": chain_bytes, "chain_len": chain_len, "snapshot_bytes": snapshot_bytes}
+    sizes = {"chain_bytes": chain_bytes, "chain_len": chain_len, "snapshot_bytes": snapshot_bytes, "state_bytes": state_bytes}
     if cached is not None and cached.checkpoint_id == t.parent:
         base = dataclasses.replace(cached, **sizes)
     else:
@@ -136,47 +136,69 @@ def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
 
 @dataclass
 class Change:
-    """The new state, and the ops from the parent's."""
+    """The new state, the ops from the parent's, and its size."""
 
     state: dict[str, Any]
     objects: dict[str, list[tuple[Any, Any]]]
     ops: D.Ops
+    sizes: dict[str, int]  # channel -> the length of its value's JSON text
+    state_bytes: int
 
 
 def new_state(ctx: Context, t: Target, new_versions: ChannelVersions, base: Head | None) -> Change:
     """The parent's state with the channels that changed; only those whose
-    version changed are looked at."""
+    version changed are looked at.  Its size follows the parent's: a
+    channel that only grew at its end is measured by its new items."""
     state: dict[str, Any] = {}
     objects: dict[str, list[tuple[Any, Any]]] = {}
     ops: D.Ops = []
     old_state = base.state if base is not None else {}
     old_versions = base.versions if base is not None else {}
+    old_sizes = base.sizes if base is not None else {}
+    sizes: dict[str, int] = {}
+    state_bytes = base.state_bytes if base is not None else 2
     # the graph's channels first, LangGraph's own ("__start__", whose
     # messages a step copies instead of storing them again) after them
     later: D.Ops = []
     sources: D.Sources | None = None
     for ch, value in t.values.items():
         had = ch in old_state
+        old = old_state.get(ch)
         if base is not None and had and ch not in new_versions and ch in t.versions and old_versions.get(ch) == t.versions[ch]:
-            state[ch] = old_state[ch]
+            state[ch] = old
             if ch in base.objects:
                 objects[ch] = base.objects[ch]
+            if ch in old_sizes:
+                sizes[ch] = old_sizes[ch]
             continue
-        enc, objs = encode_channel(ctx.codec, value, old_state.get(ch), base.objects.get(ch) if base else None)
+        enc, objs = encode_channel(ctx.codec, value, old, base.objects.get(ch) if base else None)
         state[ch] = enc
         if objs is not None:
             objects[ch] = objs
         if ch.startswith("__"):
-            later.extend(D.value_ops(ch, old_state.get(ch), enc, had=had))
+            ch_ops = D.value_ops(ch, old, enc, had=had)
+            later.extend(ch_ops)
         else:
             if sources is None:
                 sources = D.sources_of(old_state, ch)
-            ops.extend(D.value_ops(ch, old_state.get(ch), enc, had=had, sources=sources))
+            ch_ops = D.value_ops(ch, old, enc, had=had, sources=sources)
+            ops.extend(ch_ops)
+        if not ch_ops and ch in old_sizes:
+            sizes[ch] = old_sizes[ch]
+            continue
+        old_size = old_sizes.get(ch) if had else None
+        sizes[ch] = D.size_after(old, enc, ch_ops, old_size)
+        if had:
+            state_bytes -= old_size if old_size is not None else D.size(old)
+        else:
+            state_bytes += len(ch) + 4  # its key
+        state_bytes += sizes[ch]
     ops.extend(later)
     for ch in old_state:
         if ch not in t.values:
             ops.append({"op": "delete", "path": D.pointer(ch)})
-    return Change(state, objects, ops)
+            state_bytes -= old_sizes.get(ch, D.size(old_state[ch])) + len(ch) + 4
+    return Change(state, objects, ops, sizes, state_bytes)
 
 
 @dataclass
@@ -188,24 +210,29 @@ class Row:
     chain_bytes: int
     chain_len: int
     snapshot_bytes: int
+    state_bytes: int
     base_id: str
 
 
 def chain_row(ctx: Context, t: Target, parent: Parent, change: Change) -> Row:
-    """The delta, and a snapshot when the deltas since the last one add up
-    to more than it (at least snapshot_min_bytes) or max_chain passed: a
-    rebuild reads at most about twice the state."""
+    """The delta, and a snapshot when rebuilding the checkpoint (its last
+    snapshot, then the deltas on the way) would read more than
+    ``rebuild_factor`` times its state (and at least snapshot_min_bytes),
+    or after max_chain checkpoints: a rebuild reads at most about that
+    much, and a thread that grows by appending (a conversation) needs no
+    snapshot but its first."""
     base = parent.base
     delta = dumps(change.ops)
     if base is None:
         snapshot = dumps(change.state)
-        return Row(None, snapshot, 0, 0, len(snapshot), t.cid)
+        return Row(None, snapshot, 0, 0, len(snapshot), len(snapshot), t.cid)
     chain_bytes = base.chain_bytes + len(delta)
     chain_len = base.chain_len + 1
-    if chain_bytes > max(base.snapshot_bytes, ctx.snapshot_min_bytes) or chain_len >= ctx.max_chain:
+    rebuild = base.snapshot_bytes + chain_bytes
+    if rebuild > max(ctx.rebuild_factor * change.state_bytes, ctx.snapshot_min_bytes) or chain_len >= ctx.max_chain:
         snapshot = dumps(change.state)
-        return Row(delta, snapshot, 0, 0, len(snapshot), t.cid)
-    return Row(delta, None, chain_bytes, chain_len, base.snapshot_bytes, parent.base_id)
+        return Row(delta, snapshot, 0, 0, len(snapshot), len(snapshot), t.cid)
+    return Row(delta, None, chain_bytes, chain_len, base.snapshot_bytes, change.state_bytes, parent.base_id)
 
 
 def publish_steps(ctx: Context, t: Target, parent: Parent, change: Change) -> StepsOf[int | None]:
@@ -263,6 +290,7 @@ def put_steps(
             "chain_bytes": row.chain_bytes,
             "chain_len": row.chain_len,
             "snapshot_bytes": row.snapshot_bytes,
+            "state_bytes": row.state_bytes,
             "base_id": row.base_id,
             "seq": seq,
         },
@@ -270,6 +298,7 @@ def put_steps(
     ctx.heads.remember(
         t.thread_id,
         t.ns,
-        Head(t.cid, t.versions, change.state, change.objects, row.chain_bytes, row.chain_len, row.snapshot_bytes),
+        Head(t.cid, t.versions, change.state, change.objects, row.chain_bytes, row.chain_len, row.snapshot_bytes,
+             row.state_bytes, change.sizes),
     )
     return t.config()

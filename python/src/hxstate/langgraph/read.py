@@ -40,11 +40,11 @@ def get_steps(ctx: Context, config: RunnableConfig) -> Steps:
     if cached is not None and row[2] == known:
         state = cached.state
     else:
-        state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[10], rows)
+        state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[11], rows)
     # a run from a checkpoint that is not its namespace's newest, asked
     # for by id, branches from it (time travel): its config says so, and
     # LangGraph carries it to the run's puts
-    return to_tuple(ctx, row, state, remember=True, fork=bool(row[11]))
+    return to_tuple(ctx, row, state, remember=True, fork=bool(row[12]))
 
 
 #: checkpoints a page of list() holds
@@ -132,7 +132,7 @@ class Pager:
             found = yield from range_states_steps(self.ctx, thread_id, ns, targets)
             for cid, state in found.items():
                 states[(thread_id, ns, cid)] = state
-        return [(r[1:11], states[(r[1], r[2], r[3])]) for r in rows]
+        return [(r[1:12], states[(r[1], r[2], r[3])]) for r in rows]
 
     def tuple_of(self, item: tuple[tuple[Any, ...], dict[str, Any]]) -> CheckpointTuple:
         return to_tuple(self.ctx, item[0], item[1], remember=False)
@@ -203,7 +203,7 @@ def to_tuple(
     ``remember``: the saver keeps it as its thread's head; ``fork``: its
     config names it as the checkpoint a run from it branches from
     (FORK_KEY)."""
-    (thread_id, ns, cid, parent, stored, metadata, chain_bytes, chain_len, snapshot_bytes, writes) = row[:10]
+    (thread_id, ns, cid, parent, stored, metadata, chain_bytes, chain_len, snapshot_bytes, state_bytes, writes) = row[:11]
     checkpoint = checkpoint_of(stored)
     values: dict[str, Any] = {}
     objects: dict[str, list[tuple[Any, Any]]] = {}
@@ -217,7 +217,7 @@ def to_tuple(
             thread_id,
             ns,
             Head(cid, dict(checkpoint.get("channel_versions") or {}), dict(state), objects,
-                 chain_bytes, chain_len, snapshot_bytes),
+                 chain_bytes, chain_len, snapshot_bytes, state_bytes),
         )
     pending = [
         (w[0], w[1], ctx.codec.decode(w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))

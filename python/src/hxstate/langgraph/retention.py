@@ -46,6 +46,49 @@ def materialize_steps(ctx: Context, where: str, params: dict[str, object]) -> St
     return None
 
 
+def rebase_steps(ctx: Context, threads: list[str]) -> Steps:
+    """After checkpoints were deleted: each remaining checkpoint of
+    ``threads`` names as its base (base_id, where its rebuild starts) its
+    nearest snapshot on the way to its root, which the delete may have
+    taken."""
+    s = ctx.sql.s
+    rows = yield Query(
+        f"SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, snapshot IS NOT NULL, base_id "
+        f"FROM {s}.checkpoints WHERE thread_id = ANY(%s)",
+        (threads,),
+        True,
+    )
+    rows_by = {(r[0], r[1], r[2]): r for r in rows}
+    nearest: dict[tuple[str, str, str], str | None] = {}
+    for key in rows_by:
+        path = []
+        at: tuple[str, str, str] | None = key
+        found: str | None = None
+        while at is not None:
+            if at in nearest:
+                found = nearest[at]
+                break
+            r = rows_by.get(at)
+            if r is None:
+                break  # a chain that lost a checkpoint: left as it is
+            path.append(at)
+            if r[4]:
+                found = r[2]
+                break
+            at = (r[0], r[1], r[3]) if r[3] is not None else None
+        for p in path:
+            nearest[p] = found
+    moved = [(k[0], k[1], k[2], b) for k, b in nearest.items() if b is not None and b != rows_by[k][5]]
+    if moved:
+        yield Query(
+            f"""UPDATE {s}.checkpoints c SET base_id = m.base_id
+  FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS m(thread_id, checkpoint_ns, checkpoint_id, base_id)
+ WHERE c.thread_id = m.thread_id AND c.checkpoint_ns = m.checkpoint_ns AND c.checkpoint_id = m.checkpoint_id""",
+            tuple(list(col) for col in zip(*moved)),
+        )
+    return None
+
+
 def _deleted(ctx: Context, where: str, params: dict[str, object]) -> Query:
     """Delete the checkpoints ``where`` selects; the threads they were of."""
     return Query(
@@ -94,6 +137,7 @@ def delete_for_runs_steps(ctx: Context, run_ids: Sequence[str]) -> Steps:
     )
     gone = yield _deleted(ctx, "thread_id = ANY(%(threads)s) AND metadata ->> 'run_id' = ANY(%(runs)s)",
                           {"threads": threads, "runs": runs})
+    yield from rebase_steps(ctx, threads)
     yield from republish_steps(ctx, threads, [r[0] for r in gone])
     ctx.heads.forget(threads)
     return None
@@ -109,10 +153,10 @@ def copy_thread_steps(ctx: Context, source_thread_id: str, target_thread_id: str
     yield Query(
         f"""INSERT INTO {s}.checkpoints
 (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed, metadata,
- delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id)
+ delta, snapshot, chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id)
 SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed,
    CASE WHEN metadata ? 'thread_id' THEN {moved} ELSE metadata END,
-   delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id
+   delta, snapshot, chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id
   FROM {s}.checkpoints WHERE thread_id = %(src)s
 ON CONFLICT DO NOTHING""",
         {"src": src, "dst": dst},

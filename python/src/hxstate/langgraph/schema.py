@@ -78,9 +78,9 @@ def migrations(s: str, hx: str) -> list[str]:
     chain_bytes bigint NOT NULL DEFAULT 0,
     chain_len integer NOT NULL DEFAULT 0,
     snapshot_bytes bigint NOT NULL DEFAULT 0,
+    state_bytes bigint NOT NULL DEFAULT 0,
     base_id text NOT NULL,
     seq bigint,
-    created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 )""",
         f"""COMMENT ON COLUMN {s}.checkpoints.packed IS
@@ -104,20 +104,19 @@ def migrations(s: str, hx: str) -> list[str]:
     CHECK ((value IS NULL) <> (packed IS NULL)),
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 )""",
-        f"CREATE INDEX checkpoints_run_id_idx ON {s}.checkpoints ((metadata ->> 'run_id'))",
         chain_function(s),
         f"COMMENT ON FUNCTION {s}.chain(text, text, text) IS "
-        "'what a checkpoint kept by HxSaver is rebuilt from: its nearest snapshot, then the deltas on the way, newest first'",
+        "'what a checkpoint kept by HxSaver is rebuilt from: its nearest snapshot, then the deltas on the way, newest first, as json (their text, and the order of their keys, as stored)'",
         f"""CREATE FUNCTION {s}.state_at(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
 RETURNS jsonb LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT CASE WHEN ch IS NULL THEN NULL
-            WHEN cardinality(ch) = 1 THEN ch[1]
-            ELSE {hx}.hx_merge(ch[1], coalesce((SELECT jsonb_agg(e.op ORDER BY x.i DESC, e.o)
-                                                  FROM unnest(ch[2:]) WITH ORDINALITY AS x(delta, i),
-                                                       jsonb_array_elements(x.delta) WITH ORDINALITY AS e(op, o)),
-                                                '[]'))
+            WHEN cardinality(ch) = 1 THEN ch[1]::jsonb
+            ELSE {hx}.hx_merge(ch[1]::jsonb, coalesce((SELECT jsonb_agg(e.op ORDER BY x.i DESC, e.o)
+                                                         FROM unnest(ch[2:]) WITH ORDINALITY AS x(delta, i),
+                                                              jsonb_array_elements(x.delta::jsonb) WITH ORDINALITY AS e(op, o)),
+                                                       '[]'))
        END
   FROM (SELECT {s}.chain(p_thread_id, p_checkpoint_ns, p_checkpoint_id) AS ch) c
 $$""",
@@ -135,7 +134,7 @@ def chain_function(s: str) -> str:
     be older than its child's, one primary-key lookup per checkpoint
     finishes the walk."""
     return f"""CREATE FUNCTION {s}.chain(p_thread_id text, p_checkpoint_ns text, p_checkpoint_id text)
-RETURNS jsonb[] LANGUAGE plpgsql STABLE
+RETURNS json[] LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -143,16 +142,16 @@ DECLARE
     base text;
     r record;
     parent text;
-    d jsonb;
-    snap jsonb;
-    deltas jsonb[] := '{{}}';
+    d json;
+    snap json;
+    deltas json[] := '{{}}';
 BEGIN
     SELECT c.base_id INTO base FROM {s}.checkpoints c
      WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = p_checkpoint_id;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    FOR r IN SELECT c.checkpoint_id, c.parent_checkpoint_id, c.delta::jsonb AS delta, c.snapshot IS NOT NULL AS is_snapshot
+    FOR r IN SELECT c.checkpoint_id, c.parent_checkpoint_id, c.delta, c.snapshot IS NOT NULL AS is_snapshot
                FROM {s}.checkpoints c
               WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns
                 AND c.checkpoint_id >= base AND c.checkpoint_id <= p_checkpoint_id
@@ -168,7 +167,7 @@ BEGIN
         END IF;
     END LOOP;
     WHILE snap IS NULL LOOP
-        SELECT c.parent_checkpoint_id, c.delta::jsonb, c.snapshot::jsonb INTO parent, d, snap
+        SELECT c.parent_checkpoint_id, c.delta, c.snapshot INTO parent, d, snap
           FROM {s}.checkpoints c
          WHERE c.thread_id = p_thread_id AND c.checkpoint_ns = p_checkpoint_ns AND c.checkpoint_id = want;
         IF NOT FOUND THEN

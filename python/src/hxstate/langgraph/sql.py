@@ -136,7 +136,7 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         # the newer ones are scanned, none when the parent is the head),
         # whether it has interrupts, whether this checkpoint exists (a
         # retry), and the interrupts written at this checkpoint already
-        self.PARENT_SQL = f"""SELECT {checkpoint_sql("p")}, p.chain_bytes, p.chain_len, p.snapshot_bytes, p.base_id,
+        self.PARENT_SQL = f"""SELECT {checkpoint_sql("p")}, p.chain_bytes, p.chain_len, p.snapshot_bytes, p.state_bytes, p.base_id,
     (SELECT c.checkpoint_id FROM {s}.checkpoints c
       WHERE c.thread_id = p.thread_id AND c.checkpoint_ns = p.checkpoint_ns
         AND c.checkpoint_id > p.checkpoint_id AND c.checkpoint_id <> %(id)s
@@ -206,7 +206,7 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         return [
             *(f"{c}.{col}" for col in ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")),
             checkpoint_sql(c),
-            *(f"{c}.{col}" for col in ("metadata", "chain_bytes", "chain_len", "snapshot_bytes")),
+            *(f"{c}.{col}" for col in ("metadata", "chain_bytes", "chain_len", "snapshot_bytes", "state_bytes")),
             f"""(SELECT json_agg(json_build_array(w.task_id, w.channel, w.value, w.task_path, w.idx,
                                         encode(w.packed, 'base64'))
                       ORDER BY w.task_path, w.task_id, w.idx)
@@ -240,18 +240,18 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         s = self.s
         self.INSERT_SQL = f"""INSERT INTO {s}.checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed, metadata,
-     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, base_id, seq)
+     delta, snapshot, chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id, seq)
 VALUES (%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(packed)s,
         {server.compressed("%(metadata)s::jsonb", METADATA_COMPRESSION)},
         {server.compressed("%(delta)s::json", DELTA_COMPRESSION)},
         {server.compressed("%(snapshot)s::json", SNAPSHOT_COMPRESSION)},
-        %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(base_id)s, %(seq)s)
+        %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s, %(state_bytes)s, %(base_id)s, %(seq)s)
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO NOTHING"""
         # a checkpoint made a snapshot of its own state and a root, before
         # what it was rebuilt from is deleted
         self.MATERIALIZE_SQL = f"""UPDATE {s}.checkpoints
    SET snapshot = {server.compressed("%(snapshot)s::json", SNAPSHOT_COMPRESSION)}, parent_checkpoint_id = NULL,
-       chain_bytes = 0, chain_len = 0, snapshot_bytes = %(bytes)s, base_id = checkpoint_id
+       chain_bytes = 0, chain_len = 0, snapshot_bytes = %(bytes)s, state_bytes = %(bytes)s, base_id = checkpoint_id
  WHERE thread_id = %(thread_id)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s"""
         # a thread's stream told what its head is now, after a change that
         # is not a step; or, when the thread has no checkpoint left and

@@ -39,4 +39,5 @@ class Context(Protocol):
     codec: Codec
     heads: HeadCache
     snapshot_min_bytes: int
+    rebuild_factor: float
     max_chain: int

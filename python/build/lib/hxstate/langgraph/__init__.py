@@ -59,13 +59,15 @@ class HxSaver(BaseHxSaver):
         schema: str = DEFAULT_SCHEMA,
         serde: SerializerProtocol | None = None,
         snapshot_min_bytes: int = 65536,
-        max_chain: int = 1000,
+        rebuild_factor: float = 2.0,
+        max_chain: int = 10000,
         cache_threads: int = 256,
     ) -> None:
         self._init_base(
             schema=schema,
             serde=serde,
             snapshot_min_bytes=snapshot_min_bytes,
+            rebuild_factor=rebuild_factor,
             max_chain=max_chain,
             cache_threads=cache_threads,
         )
@@ -132,10 +134,11 @@ class HxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        tuples: list[CheckpointTuple] = self._run(
-            self._list_steps(config, filter, before, limit)
-        )
-        yield from tuples
+        # a page at a time, the connection free between pages
+        pager = self._pager(config, filter, before, limit)
+        while page := self._run(pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     def put(
         self,
@@ -224,11 +227,10 @@ class HxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        tuples = await asyncio.to_thread(
-            lambda: [*self.list(config, filter=filter, before=before, limit=limit)]
-        )
-        for t in tuples:
-            yield t
+        pager = self._pager(config, filter, before, limit)
+        while page := await asyncio.to_thread(self._run, pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     async def aput(
         self,

@@ -49,13 +49,15 @@ class AsyncHxSaver(BaseHxSaver):
         schema: str = DEFAULT_SCHEMA,
         serde: SerializerProtocol | None = None,
         snapshot_min_bytes: int = 65536,
-        max_chain: int = 1000,
+        rebuild_factor: float = 2.0,
+        max_chain: int = 10000,
         cache_threads: int = 256,
     ) -> None:
         self._init_base(
             schema=schema,
             serde=serde,
             snapshot_min_bytes=snapshot_min_bytes,
+            rebuild_factor=rebuild_factor,
             max_chain=max_chain,
             cache_threads=cache_threads,
         )
@@ -107,11 +109,11 @@ class AsyncHxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        tuples: list[CheckpointTuple] = await self._run(
-            self._list_steps(config, filter, before, limit)
-        )
-        for t in tuples:
-            yield t
+        # a page at a time, the connection free between pages
+        pager = self._pager(config, filter, before, limit)
+        while page := await self._run(pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     async def aput(
         self,
@@ -200,10 +202,10 @@ class AsyncHxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
-
-        yield from self._sync(collect())
+        pager = self._pager(config, filter, before, limit)
+        while page := self._sync(self._run(pager.page_steps())):
+            for item in page:
+                yield pager.tuple_of(item)
 
     def put(
         self,

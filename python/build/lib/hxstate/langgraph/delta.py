@@ -154,14 +154,26 @@ def resolve(state: Any, ptr: str) -> Any:
     return state
 
 
-def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
-    """Apply many deltas to a state of one's own, in place: lists are
-    changed where they are and each list's ids are indexed once, so a long
-    chain costs the state plus its ops (apply_ops copies each list it
-    changes, as a shared state needs)."""
-    indexes: dict[str, dict[Any, int]] = {}
-    channels: dict[str, str] = {}  # path -> channel: a chain names a few channels many times
-    for ops in deltas:
+class Replayer:
+    """Deltas applied one after another to a state of its own, in place:
+    lists are changed where they are and each list's ids are indexed once,
+    so a long chain costs the state plus its ops (apply_ops copies each
+    list it changes, as a shared state needs).  ``copy()`` takes the state
+    as it is now, to keep while the replay goes on."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+        self._indexes: dict[str, dict[Any, int]] = {}
+        self._channels: dict[str, str] = {}  # path -> channel: a chain names a few channels many times
+
+    def copy(self) -> dict[str, Any]:
+        """The state now: its lists copied (the replay changes them in
+        place), their items and the other values shared (the replay
+        replaces those, never changes them)."""
+        return {ch: v.copy() if type(v) is list else v for ch, v in self.state.items()}
+
+    def apply(self, ops: Ops) -> None:
+        state, indexes, channels = self.state, self._indexes, self._channels
         for op in ops:
             path = op["path"]
             ch = channels.get(path)
@@ -170,7 +182,11 @@ def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
             kind = op["op"]
             # what apply_ops does, without a call per op
             if kind == "add":
-                state[ch] = op["value"]
+                # a list of its own: it is changed in place later, and the
+                # op may be replayed again (Pager replays a page's deltas
+                # once per branch)
+                value = op["value"]
+                state[ch] = value.copy() if type(value) is list else value
                 indexes.pop(ch, None)
                 continue
             if kind == "delete":
@@ -199,7 +215,14 @@ def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
             else:
                 indexes.pop(ch, None)
                 apply_ops(state, [op])
-    return state
+
+
+def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
+    """Apply many deltas to a state of one's own, in place (Replayer)."""
+    r = Replayer(state)
+    for ops in deltas:
+        r.apply(ops)
+    return r.state
 
 
 def apply_ops(state: dict[str, Any], ops: Ops) -> dict[str, Any]:
@@ -286,4 +309,24 @@ def to_patch(ops: Ops, before: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def size(j: Any) -> int:
-    return len(json.dumps(j, separators=(",", ":")))
+    """The length of a value's JSON text as the saver writes it."""
+    return len(json.dumps(j, separators=(",", ":"), ensure_ascii=False))
+
+
+def size_after(old: Any, new: Any, ops: Ops, old_size: int | None) -> int:
+    """The length of ``new``'s JSON text, from ``old``'s (``old_size``, when
+    known) when ``ops`` only added items at the end of a list (append,
+    copy, upsert of new ids), which is measuring the new items only;
+    measured whole otherwise."""
+    if old_size is None or type(old) is not list or type(new) is not list or len(new) < len(old):
+        return size(new)
+    kinds = {op["op"] for op in ops}
+    if not kinds <= {"append", "copy", "upsert"}:
+        return size(new)
+    if "upsert" in kinds:
+        old_ids = {it.get("id") for it in old if type(it) is dict}
+        for op in ops:
+            if op["op"] == "upsert" and any(type(it) is dict and it.get("id") in old_ids for it in op["items"]):
+                return size(new)  # an item replaced
+    tail = new[len(old):]
+    return old_size + sum(size(x) + 1 for x in tail) - (1 if tail and not old else 0)

@@ -28,9 +28,14 @@ class Head:
     # aligned with the encoded list: an item that is the same object with the
     # same fields is not encoded again
     objects: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
+    # its chain: the bytes and number of the deltas from its snapshot to
+    # it, the snapshot's bytes, and its state's (JSON text)
     chain_bytes: int = 0
     chain_len: int = 0
     snapshot_bytes: int = 0
+    state_bytes: int = 0
+    # channel -> the length of its value's JSON text, where known
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 class HeadCache:

@@ -1,6 +1,6 @@
 """Reading: get_tuple (a checkpoint and its pending writes, its state
 rebuilt from the rows from its snapshot to it, in one statement) and list
-(the checkpoints of a filter, newest first)."""
+(the checkpoints of a filter, newest first, a page at a time: Pager)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple, get_checkpoint_id
 
+from hxstate.langgraph import delta as D
 from hxstate.langgraph.heads import Head, objects_of
 from hxstate.langgraph.put import FORK_KEY
 from hxstate.langgraph.rebuild import rebuild_steps
-from hxstate.langgraph.steps import Context, Query, Steps
+from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
 from hxstate.langgraph.storage import checkpoint_of, dumps, unpack
 
-__all__ = ["get_steps", "list_steps", "to_tuple"]
+__all__ = ["PAGE_SIZE", "Pager", "get_steps", "range_states_steps", "to_tuple"]
 
 
 def get_steps(ctx: Context, config: RunnableConfig) -> Steps:
@@ -39,73 +40,160 @@ def get_steps(ctx: Context, config: RunnableConfig) -> Steps:
     if cached is not None and row[2] == known:
         state = cached.state
     else:
-        state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[10], rows)
+        state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[11], rows)
     # a run from a checkpoint that is not its namespace's newest, asked
     # for by id, branches from it (time travel): its config says so, and
     # LangGraph carries it to the run's puts
-    return to_tuple(ctx, row, state, remember=True, fork=bool(row[11]))
+    return to_tuple(ctx, row, state, remember=True, fork=bool(row[12]))
 
 
-def list_steps(
-    ctx: Context,
-    config: RunnableConfig | None,
-    filter: dict[str, Any] | None,
-    before: RunnableConfig | None,
-    limit: int | None,
-) -> Steps:
-    """The checkpoints of a filter, newest first, as a list."""
-    wheres: list[str] = []
-    params: dict[str, Any] = {}
-    if config:
-        conf = config["configurable"]
-        wheres.append("c.thread_id = %(thread_id)s")
-        params["thread_id"] = str(conf["thread_id"])
-        ns = conf.get("checkpoint_ns")
-        if ns is not None:
-            wheres.append("c.checkpoint_ns = %(ns)s")
-            params["ns"] = ns
-        if cid := get_checkpoint_id(config):
-            wheres.append("c.checkpoint_id = %(id)s")
-            params["id"] = cid
-    if filter:
-        wheres.append("c.metadata @> %(filter)s::jsonb")
-        params["filter"] = dumps(ctx.codec.encode(filter))
-    if before is not None:
-        wheres.append("c.checkpoint_id < %(before)s")
-        params["before"] = get_checkpoint_id(before)
-    # the checkpoints, then the rows their states are rebuilt from: in
-    # one snapshot of the database, so that a prune meanwhile does not
-    # take rows from under them
-    yield Query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-    sql = f"SELECT c.base_id, {ctx.sql.SELECT_COLUMNS} FROM {ctx.sql.s}.checkpoints c"
-    if wheres:
-        sql += " WHERE " + " AND ".join(wheres)
-    sql += " ORDER BY c.checkpoint_id DESC"
-    if limit is not None:
-        sql += " LIMIT %(limit)s"
-        params["limit"] = int(limit)
-    # and the range of rows their states are rebuilt from, per thread
-    # and namespace: from the oldest snapshot they need to the newest
-    rows = yield Query(
-        f"""SELECT x.*, min(least(x.base_id, x.checkpoint_id)) OVER w, max(x.checkpoint_id) OVER w
-  FROM ({sql}) x
-WINDOW w AS (PARTITION BY x.thread_id, x.checkpoint_ns)
- ORDER BY x.checkpoint_id DESC""",
-        params,
-        True,
-    )
-    chains: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
-    out: list[CheckpointTuple] = []
-    for r in rows:
-        base_id, row, (first, last) = r[0], r[1:11], r[11:13]
-        key = (row[0], row[1])
-        if key not in chains:
-            chains[key] = yield Query(
-                ctx.sql.CHAIN_SQL, {"thread_id": key[0], "ns": key[1], "first": first, "last": last}, True
-            )
-        state = yield from rebuild_steps(ctx.sql, key[0], key[1], row[2], base_id, chains[key])
-        out.append(to_tuple(ctx, row, state, remember=False))
+#: checkpoints a page of list() holds
+PAGE_SIZE = 100
+
+
+class Pager:
+    """list(): the checkpoints of a filter, newest first, a page at a time.
+
+    Each page is one short transaction (REPEATABLE READ, READ ONLY): the
+    page's rows, then per thread and namespace the rows their states are
+    rebuilt from (from the oldest snapshot they need, in one range scan),
+    replayed once, oldest first, with each checkpoint's state taken on the
+    way; nothing is held between pages, and a state is decoded only when
+    its tuple is handed out.  So a client pages through a long history in
+    memory bounded by a page, at about the cost of replaying it once."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+        page_size: int | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.page_size = page_size or PAGE_SIZE
+        wheres: list[str] = []
+        params: dict[str, Any] = {}
+        if config:
+            conf = config["configurable"]
+            wheres.append("c.thread_id = %(thread_id)s")
+            params["thread_id"] = str(conf["thread_id"])
+            ns = conf.get("checkpoint_ns")
+            if ns is not None:
+                wheres.append("c.checkpoint_ns = %(ns)s")
+                params["ns"] = ns
+            if cid := get_checkpoint_id(config):
+                wheres.append("c.checkpoint_id = %(id)s")
+                params["id"] = cid
+        if filter:
+            wheres.append("c.metadata @> %(filter)s::jsonb")
+            params["filter"] = dumps(ctx.codec.encode(filter))
+        if before is not None:
+            wheres.append("c.checkpoint_id < %(before)s")
+            params["before"] = get_checkpoint_id(before)
+        # after the last row handed out, in the order (checkpoint_id DESC,
+        # thread_id, checkpoint_ns)
+        wheres.append(
+            "(%(k_id)s::text IS NULL OR c.checkpoint_id < %(k_id)s OR "
+            "(c.checkpoint_id = %(k_id)s AND (c.thread_id, c.checkpoint_ns) > (%(k_thread)s, %(k_ns)s)))"
+        )
+        self.sql = (
+            f"SELECT c.base_id, {ctx.sql.SELECT_COLUMNS} FROM {ctx.sql.s}.checkpoints c WHERE "
+            + " AND ".join(wheres)
+            + " ORDER BY c.checkpoint_id DESC, c.thread_id, c.checkpoint_ns LIMIT %(page)s"
+        )
+        self.params = params
+        self.remaining = None if limit is None else int(limit)
+        self.after: tuple[str, str, str] | None = None
+        self.done = False
+
+    def page_steps(self) -> StepsOf[list[tuple[tuple[Any, ...], dict[str, Any]]]]:
+        """The next page's checkpoints, newest first, each its row and its
+        state (encoded); an empty list at the end."""
+        n = self.page_size if self.remaining is None else min(self.page_size, self.remaining)
+        if self.done or n <= 0:
+            return []
+        yield Query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        k_id, k_thread, k_ns = self.after or (None, None, None)
+        rows = yield Query(self.sql, {**self.params, "k_id": k_id, "k_thread": k_thread, "k_ns": k_ns, "page": n}, True)
+        self.done = len(rows) < n
+        if self.remaining is not None:
+            self.remaining -= len(rows)
+        if not rows:
+            return []
+        last = rows[-1]
+        self.after = (last[3], last[1], last[2])
+        groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for r in rows:
+            groups.setdefault((r[1], r[2]), []).append((r[3], r[0]))
+        states: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for (thread_id, ns), targets in groups.items():
+            found = yield from range_states_steps(self.ctx, thread_id, ns, targets)
+            for cid, state in found.items():
+                states[(thread_id, ns, cid)] = state
+        return [(r[1:12], states[(r[1], r[2], r[3])]) for r in rows]
+
+    def tuple_of(self, item: tuple[tuple[Any, ...], dict[str, Any]]) -> CheckpointTuple:
+        return to_tuple(self.ctx, item[0], item[1], remember=False)
+
+
+def range_states_steps(
+    ctx: Context, thread_id: str, ns: str, targets: list[tuple[str, str]]
+) -> StepsOf[dict[str, dict[str, Any]]]:
+    """The states of checkpoints ``targets`` ((id, base_id) of one thread's
+    namespace): the rows from the oldest snapshot they need to the newest
+    of them, read once; a replay from that snapshot, oldest first, takes
+    each target's state on the way (another branch's target starts again
+    from its own chain).  A target whose chain the rows do not hold (a
+    parent not older than its child) is rebuilt alone by chain()."""
+    first = min(min(base_id, cid) for cid, base_id in targets)
+    last = max(cid for cid, _ in targets)
+    rows = yield Query(ctx.sql.RANGE_SQL, {"thread_id": thread_id, "ns": ns, "first": first, "last": last}, True)
+    parents = {r[0]: r[1] for r in rows}
+    snapshots = {r[0]: r[2] for r in rows if r[2] is not None}
+    with_delta = [r for r in rows if r[3] is not None]
+    # one call of the parser for all the deltas
+    parsed = json.loads("[" + ",".join(r[3] for r in with_delta) + "]") if with_delta else []
+    deltas = {r[0]: ops for r, ops in zip(with_delta, parsed)}
+    out: dict[str, dict[str, Any]] = {}
+    replayer: D.Replayer | None = None
+    at_row: str | None = None
+    for cid, base_id in sorted(targets):
+        path, start = _path(cid, parents, snapshots, deltas, at_row if replayer is not None else None)
+        if path is None:
+            out[cid] = yield from rebuild_steps(ctx.sql, thread_id, ns, cid, base_id, [])
+            continue
+        if start is not None:
+            replayer = D.Replayer(json.loads(snapshots[start]))
+            at_row = start
+        assert replayer is not None
+        for row_id in reversed(path):
+            replayer.apply(deltas[row_id])
+            at_row = row_id
+        out[cid] = replayer.copy()
     return out
+
+
+def _path(
+    cid: str, parents: dict[str, str | None], snapshots: dict[str, str], deltas: dict[str, Any], at_row: str | None
+) -> tuple[list[str] | None, str | None]:
+    """The rows from checkpoint ``cid`` back to ``at_row`` (where a replay
+    stands), or to a row whose snapshot is at hand (then also that row):
+    the deltas to replay, newest first.  None when the rows do not hold
+    the way."""
+    path: list[str] = []
+    at: str | None = cid
+    while at is not None and len(path) <= len(parents):
+        if at == at_row:
+            return path, None
+        if at in snapshots:
+            return path, at
+        if at not in deltas:
+            return None, None
+        path.append(at)
+        at = parents[at]
+    return None, None
 
 
 def to_tuple(
@@ -115,7 +203,7 @@ def to_tuple(
     ``remember``: the saver keeps it as its thread's head; ``fork``: its
     config names it as the checkpoint a run from it branches from
     (FORK_KEY)."""
-    (thread_id, ns, cid, parent, stored, metadata, chain_bytes, chain_len, snapshot_bytes, writes) = row[:10]
+    (thread_id, ns, cid, parent, stored, metadata, chain_bytes, chain_len, snapshot_bytes, state_bytes, writes) = row[:11]
     checkpoint = checkpoint_of(stored)
     values: dict[str, Any] = {}
     objects: dict[str, list[tuple[Any, Any]]] = {}
@@ -129,7 +217,7 @@ def to_tuple(
             thread_id,
             ns,
             Head(cid, dict(checkpoint.get("channel_versions") or {}), dict(state), objects,
-                 chain_bytes, chain_len, snapshot_bytes),
+                 chain_bytes, chain_len, snapshot_bytes, state_bytes),
         )
     pending = [
         (w[0], w[1], ctx.codec.decode(w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))

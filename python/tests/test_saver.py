@@ -368,3 +368,36 @@ def test_snapshots_bound_the_rebuild(conn: psycopg.Connection[Any]) -> None:
     for cid, values in churns.states.items():
         assert cold(conn, "bound-churns", cid) == values
     assert listed(conn, "bound-churns") == churns.states
+
+
+def test_what_changed_in_place_is_stored(conn: psycopg.Connection[Any]) -> None:
+    """A put compares a list's items with the parent's by identity and, for
+    a model, by its fields: a message whose field was reassigned, and a
+    plain dict changed in place, are stored as changed; the remembered
+    head's values are handed out as lists of their own."""
+    saver = HxSaver(conn, schema=SCHEMA)
+    thread = f"in-place-{random.random()}"
+
+    def put(parent: Any, values: dict[str, Any], n: int) -> Any:
+        cp = empty_checkpoint()
+        cp["channel_values"] = values
+        cp["channel_versions"] = {ch: n for ch in values}
+        return saver.put(parent or {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp,
+                         {"source": "loop", "step": n}, dict(cp["channel_versions"]))
+
+    m1, m2 = HumanMessage("one", id="m1"), AIMessage("two", id="m2")
+    d1 = {"k": 1}
+    c1 = put(None, {"messages": [m1], "notes": [d1, "text"]}, 1)
+    c2 = put(c1, {"messages": [m1, m2], "notes": [d1, "text", {"k": 2}]}, 2)
+    m1.content = "one, edited"
+    d1["k"] = 10
+    c3 = put(c2, {"messages": [m1, m2, AIMessage("three", id="m3")], "notes": [d1, "text", {"k": 2}, "more"]}, 3)
+    values = cold(conn, thread, c3["configurable"]["checkpoint_id"])
+    assert [m.content for m in values["messages"]] == ["one, edited", "two", "three"]
+    assert values["notes"] == [{"k": 10}, "text", {"k": 2}, "more"]
+    assert [m.content for m in cold(conn, thread, c2["configurable"]["checkpoint_id"])["messages"]] == ["one", "two"]
+    first = saver.get_tuple(c3)
+    assert first is not None
+    first.checkpoint["channel_values"]["messages"].append(HumanMessage("not stored", id="x"))
+    again = saver.get_tuple(c3)
+    assert again is not None and [m.id for m in again.checkpoint["channel_values"]["messages"]] == ["m1", "m2", "m3"]

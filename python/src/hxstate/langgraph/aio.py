@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
@@ -32,6 +32,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
+from hxstate.langgraph.put import SLOW
 
 __all__ = ["AsyncHxSaver"]
 
@@ -131,8 +132,10 @@ class AsyncHxSaver(BaseHxSaver):
                 raise RuntimeError(
                     f"the writes of a task at checkpoint {key[2]} were not stored, so the next checkpoint is not either"
                 ) from failed
-        result: RunnableConfig = await self._run(self._put_steps(config, checkpoint, metadata, new_versions))
-        return result
+        result = await self._run(self._fast_put_steps(config, checkpoint, metadata, new_versions), transaction=False)
+        if result is SLOW:
+            result = await self._run(self._put_steps(config, checkpoint, metadata, new_versions))
+        return cast(RunnableConfig, result)
 
     async def aput_writes(
         self,
@@ -145,7 +148,10 @@ class AsyncHxSaver(BaseHxSaver):
         if key is not None:
             self._writing[key] = self._writing.get(key, 0) + 1
         try:
-            await self._run(self._put_writes_steps(config, writes, task_id, task_path))
+            await self._run(
+                self._put_writes_steps(config, writes, task_id, task_path),
+                transaction=self._writes_need_transaction(writes),
+            )
         except NonDeterministicRetry:
             raise  # what was stored first stays stored
         except BaseException as err:

@@ -127,6 +127,33 @@ def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None 
     return ops
 
 
+def appended_ops(channel: str, tail: list[Any], *, keyed: bool, sources: Sources | None = None) -> Ops:
+    """Ops that add ``tail`` at the end of the channel's list (which already
+    is the parent's list): for a list of objects with ids (``keyed``, and
+    the tail's ids new) by ``upsert``, each item the parent state holds in
+    LangGraph's own channels (``sources``) by a ``copy`` from there; for
+    another list by ``append``."""
+    if not tail:
+        return []
+    path = pointer(channel)
+    if not keyed:
+        return [{"op": "append", "path": path, "items": tail}]
+    ops: Ops = []
+    run: list[Any] = []
+    for it in tail:
+        src = sources.get(it["id"]) if sources else None
+        if src is not None and same(src[1], it):
+            if run:
+                ops.append({"op": "upsert", "path": path, "items": run})
+                run = []
+            ops.append({"op": "copy", "from": src[0], "path": path + "/-"})
+        else:
+            run.append(it)
+    if run:
+        ops.append({"op": "upsert", "path": path, "items": run})
+    return ops
+
+
 def value_ops(channel: str, old: Any, new: Any, *, had: bool, sources: Sources | None = None) -> Ops:
     """Ops that turn the channel's ``old`` value (``had``: it had one) into
     ``new``."""

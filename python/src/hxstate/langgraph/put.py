@@ -27,15 +27,15 @@ from langgraph.checkpoint.base import (
 
 from hxstate.errors import ThreadConflict
 from hxstate.langgraph import delta as D
-from hxstate.langgraph.heads import Head, encode_channel
+from hxstate.langgraph.heads import Head, Items, encode_channel
 from hxstate.langgraph.limits import check_id, check_key
 from hxstate.langgraph.rebuild import rebuild_steps
 from hxstate.langgraph.sql import Server
 from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
 from hxstate.langgraph.storage import checkpoint_of, dumps, pack
-from hxstate.langgraph.stream import checkpoint_event, interrupt_items
+from hxstate.langgraph.stream import checkpoint_event, internal, interrupt_items, public_state
 
-__all__ = ["RUN_SOURCES", "put_steps"]
+__all__ = ["FORK_KEY", "RUN_SOURCES", "SLOW", "fast_put_steps", "put_steps"]
 
 # sources of checkpoints that a run writes as it advances a thread; the
 # others ("update", "fork") are forks a user asked for
@@ -116,42 +116,40 @@ def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
         return Parent(None, t.cid)
     (packed, chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id, newer, continued, interrupted, exists, own) = rows[0]
     if continued is not None and t.metadata.get("source") in RUN_SOURCES and not exists and t.fork_of != t.parent:
-        # a run continues a checkpoint that another writer has continued
-        # from since the run read it (a fork asked for names its parent)
-        raise ThreadConflict(
-            f"thread {t.thread_id!r} moved on from checkpoint {t.parent}: checkpoint {continued}, "
-            "which continues it, was written after this run read it (another run on the thread)",
-            hint="Run again from the thread's head.  To branch from an older checkpoint on purpose, "
-            "run with its checkpoint_id in the config.",
-        )
+        raise _conflict(t, continued)
     sizes = {"chain_bytes": chain_bytes, "chain_len": chain_len, "snapshot_bytes": snapshot_bytes, "state_bytes": state_bytes}
     if cached is not None and cached.checkpoint_id == t.parent:
-        base = dataclasses.replace(cached, **sizes)
+        base = dataclasses.replace(cached, **sizes, base_id=base_id)
     else:
         chain = yield Query(ctx.sql.CHAIN_SQL, {"thread_id": t.thread_id, "ns": t.ns, "first": base_id, "last": t.parent}, True)
         state = yield from rebuild_steps(ctx.sql, t.thread_id, t.ns, t.parent, base_id, chain)
-        base = Head(t.parent, dict(checkpoint_of(packed).get("channel_versions") or {}), state, **sizes)
+        base = Head(t.parent, dict(checkpoint_of(packed).get("channel_versions") or {}), state, **sizes, base_id=base_id)
     return Parent(base, base_id, newer is None, bool(interrupted), bool(exists), own)
 
 
 @dataclass
 class Change:
-    """The new state, the ops from the parent's, and its size."""
+    """The new state, the ops from the parent's, the patch of the state its
+    followers see, and its size."""
 
     state: dict[str, Any]
-    objects: dict[str, list[tuple[Any, Any]]]
+    objects: dict[str, Items]
     ops: D.Ops
+    patch: list[dict[str, Any]]  # RFC 6902, from the parent's public state
     sizes: dict[str, int]  # channel -> the length of its value's JSON text
     state_bytes: int
 
 
 def new_state(ctx: Context, t: Target, new_versions: ChannelVersions, base: Head | None) -> Change:
     """The parent's state with the channels that changed; only those whose
-    version changed are looked at.  Its size follows the parent's: a
-    channel that only grew at its end is measured by its new items."""
+    version changed are looked at.  A list that only grew at its end (a
+    conversation's messages) costs its new items: their ops, their patch,
+    their size; anything else is compared with the parent's value.  Its
+    size follows the parent's."""
     state: dict[str, Any] = {}
-    objects: dict[str, list[tuple[Any, Any]]] = {}
+    objects: dict[str, Items] = {}
     ops: D.Ops = []
+    patch: list[dict[str, Any]] = []
     old_state = base.state if base is not None else {}
     old_versions = base.versions if base is not None else {}
     old_sizes = base.sizes if base is not None else {}
@@ -171,34 +169,42 @@ def new_state(ctx: Context, t: Target, new_versions: ChannelVersions, base: Head
             if ch in old_sizes:
                 sizes[ch] = old_sizes[ch]
             continue
-        enc, objs = encode_channel(ctx.codec, value, old, base.objects.get(ch) if base else None)
-        state[ch] = enc
-        if objs is not None:
-            objects[ch] = objs
-        if ch.startswith("__"):
-            ch_ops = D.value_ops(ch, old, enc, had=had)
-            later.extend(ch_ops)
-        else:
-            if sources is None:
-                sources = D.sources_of(old_state, ch)
-            ch_ops = D.value_ops(ch, old, enc, had=had, sources=sources)
-            ops.extend(ch_ops)
-        if not ch_ops and ch in old_sizes:
-            sizes[ch] = old_sizes[ch]
-            continue
+        enc = encode_channel(ctx.codec, value, old, base.objects.get(ch) if base else None)
+        state[ch] = enc.value
+        if enc.items is not None:
+            objects[ch] = enc.items
+        public = not internal(ch)
+        if sources is None and public:
+            sources = D.sources_of(old_state, ch)
         old_size = old_sizes.get(ch) if had else None
-        sizes[ch] = D.size_after(old, enc, ch_ops, old_size)
+        if had and enc.tail is not None and type(old) is list:
+            # only grew at its end: the new items
+            ch_ops = D.appended_ops(ch, enc.tail, keyed=enc.items is not None and enc.items.ids is not None,
+                                    sources=sources if public else None)
+            new_size = (old_size + sum(D.size(x) + 1 for x in enc.tail) - (1 if enc.tail and not old else 0)
+                        if old_size is not None else D.size(enc.value))
+            if public:
+                patch.extend({"op": "add", "path": D.pointer(ch) + "/-", "value": it} for it in enc.tail)
+        else:
+            ch_ops = D.value_ops(ch, old, enc.value, had=had, sources=sources if public else None)
+            new_size = D.size_after(old, enc.value, ch_ops, old_size) if ch_ops or old_size is None else old_size
+            if public and ch_ops:
+                patch.extend(D.to_patch(ch_ops, old_state))
+        (later if ch.startswith("__") else ops).extend(ch_ops)
+        sizes[ch] = new_size
         if had:
             state_bytes -= old_size if old_size is not None else D.size(old)
         else:
             state_bytes += len(ch) + 4  # its key
-        state_bytes += sizes[ch]
+        state_bytes += new_size
     ops.extend(later)
     for ch in old_state:
         if ch not in t.values:
             ops.append({"op": "delete", "path": D.pointer(ch)})
+            if not internal(ch):
+                patch.append({"op": "remove", "path": D.pointer(ch)})
             state_bytes -= old_sizes.get(ch, D.size(old_state[ch])) + len(ch) + 4
-    return Change(state, objects, ops, sizes, state_bytes)
+    return Change(state, objects, ops, patch, sizes, state_bytes)
 
 
 @dataclass
@@ -247,8 +253,7 @@ def publish_steps(ctx: Context, t: Target, parent: Parent, change: Change) -> St
     if exists:
         return None
     event = checkpoint_event(
-        parent.base.state if parent.base is not None else None,
-        change.ops,
+        change.patch if parent.base is not None else None,
         change.state,
         extends_head=parent.newest,
         had_interrupts=parent.interrupted,
@@ -259,6 +264,88 @@ def publish_steps(ctx: Context, t: Target, parent: Parent, change: Change) -> St
     rows = yield Query(ctx.sql.PUBLISH_SQL, (t.thread_id, dumps(event)), True)
     seq: int | None = rows[0][0]
     return seq
+
+
+#: what fast_put_steps returns when the put needs put_steps
+SLOW = object()
+
+
+def fast_put_steps(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Steps:
+    """A put whose parent is the head the saver remembers (a run going on),
+    or a root: in one statement, no transaction of its own (put_checkpoint()
+    in SQL: the lock, the checks, the event, the row).  Returns SLOW, having
+    written nothing, when put_steps must do it."""
+    t = Target.of(config, checkpoint, metadata)
+    server: Server = yield from ctx.sql.server_steps()
+    base = ctx.heads.get(t.thread_id, t.ns) if t.parent else None
+    if t.parent and (base is None or base.checkpoint_id != t.parent or not base.base_id):
+        return SLOW
+    change = new_state(ctx, t, new_versions, base)
+    row = chain_row(ctx, t, Parent(base, base.base_id if base is not None else t.cid), change)
+    publish = server.publishing and t.ns == ""
+    patch = root_state = None
+    if publish and base is not None:
+        patch = dumps(change.patch)
+    elif publish:
+        root_state = dumps(public_state(change.state))
+    bookkeeping = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
+    rows = yield Query(
+        ctx.sql.PUT_SQL,
+        {
+            "thread_id": t.thread_id,
+            "ns": t.ns,
+            "id": t.cid,
+            "parent": t.parent,
+            "packed": pack(dumps(bookkeeping), always=True),
+            "metadata": dumps(ctx.codec.encode(t.metadata)),
+            "delta": row.delta,
+            "snapshot": row.snapshot,
+            "chain_bytes": row.chain_bytes,
+            "chain_len": row.chain_len,
+            "snapshot_bytes": row.snapshot_bytes,
+            "state_bytes": row.state_bytes,
+            "base_id": row.base_id,
+            "run": t.metadata.get("source") in RUN_SOURCES,
+            "fork_of": t.fork_of,
+            "publish": publish,
+            "patch": patch,
+            "root_state": root_state,
+        },
+        True,
+    )
+    status: str = rows[0][0]
+    if status == "slow":
+        return SLOW
+    if status.startswith("conflict:"):
+        raise _conflict(t, status.partition(":")[2])
+    _remember(ctx, t, change, row)
+    return t.config()
+
+
+def _conflict(t: Target, continued: str) -> ThreadConflict:
+    # a run continues a checkpoint that another writer has continued from
+    # since the run read it (a fork asked for names its parent)
+    return ThreadConflict(
+        f"thread {t.thread_id!r} moved on from checkpoint {t.parent}: checkpoint {continued}, "
+        "which continues it, was written after this run read it (another run on the thread)",
+        hint="Run again from the thread's head.  To branch from an older checkpoint on purpose, "
+        "run with its checkpoint_id in the config.",
+    )
+
+
+def _remember(ctx: Context, t: Target, change: Change, row: Row) -> None:
+    ctx.heads.remember(
+        t.thread_id,
+        t.ns,
+        Head(t.cid, t.versions, change.state, change.objects, row.chain_bytes, row.chain_len, row.snapshot_bytes,
+             row.state_bytes, change.sizes, row.base_id),
+    )
 
 
 def put_steps(
@@ -295,10 +382,5 @@ def put_steps(
             "seq": seq,
         },
     )
-    ctx.heads.remember(
-        t.thread_id,
-        t.ns,
-        Head(t.cid, t.versions, change.state, change.objects, row.chain_bytes, row.chain_len, row.snapshot_bytes,
-             row.state_bytes, change.sizes),
-    )
+    _remember(ctx, t, change, row)
     return t.config()

@@ -184,6 +184,18 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
   FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
  WHERE e.extname = 'hxstate'"""
         self.PUBLISH_SQL = f"SELECT {s}.publish({s}.stream_name(%s), %s::jsonb)"
+        self.PUT_SQL = f"""SELECT * FROM {s}.put_checkpoint(%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(packed)s,
+    %(metadata)s::jsonb, %(delta)s::json, %(snapshot)s::json, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s,
+    %(state_bytes)s, %(base_id)s, %(run)s, %(fork_of)s, %(publish)s, %(patch)s::jsonb, %(root_state)s::jsonb)"""
+        # a task's writes in one statement (no transaction of their own):
+        # the indexes it stored; the others were there (a retry), and are
+        # compared with it then (STORED_WRITES_SQL)
+        self.FAST_WRITES_SQL = (
+            f"WITH ins AS (INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed) "
+            "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::json, t.packed "
+            "FROM unnest(%s::int[], %s::text[], %s::text[], %s::bytea[]) AS t(idx, channel, value, packed) "
+            "ON CONFLICT DO NOTHING RETURNING idx) SELECT coalesce(array_agg(idx), '{}') FROM ins"
+        )
         self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
        (SELECT jsonb_agg(w.value::jsonb ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w

@@ -9,7 +9,6 @@ from typing import Any
 
 from langgraph.checkpoint.serde.types import INTERRUPT
 
-from hxstate.langgraph import delta as D
 from hxstate.langgraph.codec import public_json
 
 __all__ = ["checkpoint_event", "internal", "interrupt_items", "public_state"]
@@ -37,8 +36,7 @@ def interrupt_items(encoded: Any) -> list[Any]:
 
 
 def checkpoint_event(
-    before: dict[str, Any] | None,
-    ops: D.Ops,
+    patch: list[dict[str, Any]] | None,
     state: dict[str, Any],
     *,
     extends_head: bool,
@@ -46,13 +44,14 @@ def checkpoint_event(
     interrupts: list[Any],
 ) -> dict[str, Any] | None:
     """The event that tells a thread's stream of a checkpoint: a
-    ``STATE_DELTA`` from the state ``before`` (the parent's) when the
-    checkpoint extends the stream's head, a ``STATE_SNAPSHOT`` otherwise
-    (a root, a fork); None when nothing its followers see changed."""
-    if before is not None and extends_head:
-        patch: list[dict[str, Any]] = [{"op": "remove", "path": "/" + INTERRUPT}] if had_interrupts else []
-        patch += D.to_patch([op for op in ops if not internal(D.channel_of(op))], before)
+    ``STATE_DELTA`` (``patch``, the RFC 6902 patch from the parent's public
+    state) when the checkpoint extends the stream's head, a
+    ``STATE_SNAPSHOT`` otherwise (a root: no patch; a fork); None when
+    nothing its followers see changed."""
+    if patch is not None and extends_head:
+        delta: list[dict[str, Any]] = [{"op": "remove", "path": "/" + INTERRUPT}] if had_interrupts else []
+        delta += patch
         if interrupts:
-            patch.append({"op": "add", "path": "/" + INTERRUPT, "value": interrupts})
-        return {"type": "STATE_DELTA", "delta": patch} if patch else None
+            delta.append({"op": "add", "path": "/" + INTERRUPT, "value": interrupts})
+        return {"type": "STATE_DELTA", "delta": delta} if delta else None
     return {"type": "STATE_SNAPSHOT", "snapshot": public_state(state, interrupts)}

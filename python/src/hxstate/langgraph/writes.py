@@ -63,8 +63,13 @@ def put_writes_steps(
         if INTERRUPT in special[1] and ns == "" and (yield from ctx.sql.server_steps()).publishing:
             yield from _publish_interrupts(ctx, thread_id, cid)
     if regular[0]:
-        yield Query(ctx.sql.INSERT_WRITES_SQL, (*key, *regular))
-        stored = yield Query(ctx.sql.STORED_WRITES_SQL, (thread_id, ns, cid, task_id, regular[0]), True)
+        # one statement; the writes that were there already (a retry) are
+        # compared with these after it
+        rows = yield Query(ctx.sql.FAST_WRITES_SQL, (*key, *regular), True)
+        there = sorted(set(regular[0]) - set(rows[0][0]))
+        if not there:
+            return None
+        stored = yield Query(ctx.sql.STORED_WRITES_SQL, (thread_id, ns, cid, task_id, there), True)
         bad = [
             idx
             for idx, ch, value, packed in stored

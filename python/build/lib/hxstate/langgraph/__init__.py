@@ -17,7 +17,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 
@@ -44,6 +44,7 @@ from psycopg_pool import ConnectionPool
 
 from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
+from hxstate.langgraph.put import SLOW
 
 __all__ = ["HxSaver", "BaseHxSaver"]
 
@@ -148,8 +149,10 @@ class HxSaver(BaseHxSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         self._writes_done(config)
-        result: RunnableConfig = self._run(self._put_steps(config, checkpoint, metadata, new_versions))
-        return result
+        result = self._run(self._fast_put_steps(config, checkpoint, metadata, new_versions), transaction=False)
+        if result is SLOW:
+            result = self._run(self._put_steps(config, checkpoint, metadata, new_versions))
+        return cast(RunnableConfig, result)
 
     def _writes_done(self, config: RunnableConfig) -> None:
         """Wait until the put_writes calls on the checkpoint ``config`` names
@@ -180,7 +183,10 @@ class HxSaver(BaseHxSaver):
             if key is not None:
                 self._writing[key] = self._writing.get(key, 0) + 1
         try:
-            self._run(self._put_writes_steps(config, writes, task_id, task_path))
+            self._run(
+                self._put_writes_steps(config, writes, task_id, task_path),
+                transaction=self._writes_need_transaction(writes),
+            )
         except NonDeterministicRetry:
             raise  # what was stored first stays stored
         except BaseException as err:

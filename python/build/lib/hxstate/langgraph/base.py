@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -116,6 +117,24 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> Steps:
         return put.put_steps(self, config, checkpoint, metadata, new_versions)
+
+    def _fast_put_steps(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Steps:
+        """The put in one statement, no transaction of its own; put.SLOW
+        when _put_steps must do it (in a transaction)."""
+        return put.fast_put_steps(self, config, checkpoint, metadata, new_versions)
+
+    @staticmethod
+    def _writes_need_transaction(writes_: Sequence[tuple[str, Any]]) -> bool:
+        """A task's writes go in one statement, but for LangGraph's records
+        of an attempt (errors, interrupts, ...), which an interrupt's event
+        on the thread's stream goes with."""
+        return any(ch in WRITES_IDX_MAP for ch, _ in writes_)
 
     def _put_writes_steps(
         self, config: RunnableConfig, writes_: Sequence[tuple[str, Any]], task_id: str, task_path: str

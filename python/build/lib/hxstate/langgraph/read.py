@@ -12,7 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple, get_checkpoint_id
 
 from hxstate.langgraph import delta as D
-from hxstate.langgraph.heads import Head, objects_of
+from hxstate.langgraph.heads import Head, Items, items_of, unchanged
 from hxstate.langgraph.put import FORK_KEY
 from hxstate.langgraph.rebuild import rebuild_steps
 from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
@@ -38,13 +38,14 @@ def get_steps(ctx: Context, config: RunnableConfig) -> Steps:
         return None
     row = rows[-1][3]
     if cached is not None and row[2] == known:
-        state = cached.state
-    else:
-        state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[11], rows)
+        # the head the saver remembers: its values as they were put, when
+        # unchanged since
+        return to_tuple(ctx, row, cached.state, remember=False, fork=bool(row[12]), head=cached)
+    state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[11], rows)
     # a run from a checkpoint that is not its namespace's newest, asked
     # for by id, branches from it (time travel): its config says so, and
     # LangGraph carries it to the run's puts
-    return to_tuple(ctx, row, state, remember=True, fork=bool(row[12]))
+    return to_tuple(ctx, row, state, remember=True, fork=bool(row[12]), base_id=row[11])
 
 
 #: checkpoints a page of list() holds
@@ -197,27 +198,40 @@ def _path(
 
 
 def to_tuple(
-    ctx: Context, row: tuple[Any, ...], state: dict[str, Any], *, remember: bool, fork: bool = False
+    ctx: Context,
+    row: tuple[Any, ...],
+    state: dict[str, Any],
+    *,
+    remember: bool,
+    fork: bool = False,
+    base_id: str = "",
+    head: Head | None = None,
 ) -> CheckpointTuple:
     """A checkpoint's tuple from its row (SELECT_COLUMNS) and its state;
     ``remember``: the saver keeps it as its thread's head; ``fork``: its
     config names it as the checkpoint a run from it branches from
-    (FORK_KEY)."""
+    (FORK_KEY); ``head``: the head the saver remembers, this checkpoint,
+    whose lists' objects are handed out again when none changed since
+    (each a list of its own) instead of decoded anew."""
     (thread_id, ns, cid, parent, stored, metadata, chain_bytes, chain_len, snapshot_bytes, state_bytes, writes) = row[:11]
     checkpoint = checkpoint_of(stored)
     values: dict[str, Any] = {}
-    objects: dict[str, list[tuple[Any, Any]]] = {}
+    objects: dict[str, Items] = {}
     for ch, enc in state.items():
+        items = head.objects.get(ch) if head is not None else None
+        if items is not None and type(enc) is list and len(enc) == len(items.objs) and unchanged(items, items.objs):
+            values[ch] = list(items.objs)
+            continue
         v = ctx.codec.decode(enc)
         values[ch] = v
         if type(v) is list:
-            objects[ch] = objects_of(v)
+            objects[ch] = items_of(v, enc)
     if remember:
         ctx.heads.remember(
             thread_id,
             ns,
             Head(cid, dict(checkpoint.get("channel_versions") or {}), dict(state), objects,
-                 chain_bytes, chain_len, snapshot_bytes, state_bytes),
+                 chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id=base_id),
         )
     pending = [
         (w[0], w[1], ctx.codec.decode(w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))

@@ -31,10 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hxstate.errors import NotOwner, NotSetUp
+from hxstate.langgraph.sql import DELTA_COMPRESSION, METADATA_COMPRESSION, SNAPSHOT_COMPRESSION, Server
 from hxstate.langgraph.steps import Query, Steps
 from hxstate.langgraph.storage import quote_ident, quote_literal
 
-__all__ = ["DEFAULT_SCHEMA", "FOREIGN_SQL", "chain_function", "migrations", "setup_steps", "stream_functions"]
+__all__ = ["DEFAULT_SCHEMA", "FOREIGN_SQL", "chain_function", "migrations", "put_function", "setup_steps", "stream_functions"]
 
 DEFAULT_SCHEMA = "langgraph"
 
@@ -299,11 +300,108 @@ def setup_steps(schema: str, trusted_owners: Sequence[str] = (), allowed_trigger
         yield Query(steps[v])
         yield Query(f"INSERT INTO {s}.migrations (v) VALUES (%s)", (v,))
     rows = yield Query(
-        f"SELECT pg_catalog.to_regprocedure(%s) IS NOT NULL", (f"{hx}.hx_stream_send(text,jsonb)",), True
+        """SELECT pg_catalog.to_regprocedure(%s) IS NOT NULL, pg_catalog.to_regprocedure(%s) IS NOT NULL,
+                  'lz4' = ANY ((SELECT enumvals FROM pg_catalog.pg_settings WHERE name = 'default_toast_compression')::text[])""",
+        (f"{hx}.hx_stream_send(text,jsonb)", f"{hx}.hx_compress(anyelement,text)"),
+        True,
     )
-    for q in stream_functions(s, hx, schema, bool(rows[0][0])):
+    send, compress, lz4 = (bool(x) for x in rows[0])
+    for q in stream_functions(s, hx, schema, send):
+        yield Query(q)
+    for q in put_function(s, schema, Server(send, hx, compress, lz4)):
         yield Query(q)
     return None
+
+
+def put_function(s: str, schema: str, server: Server) -> list[str]:
+    """put_checkpoint(): a put whose parent's state the saver remembers, in
+    one statement (put.fast_put_steps): the thread's turn, the checks on
+    its parent (each statement of a plpgsql function sees what committed
+    before it, the lock's holder's included), the event on the thread's
+    stream, the row.  It writes nothing and answers 'slow' when the put
+    needs what only the saver's full protocol does (its parent is gone, a
+    fork needs a snapshot of the state, interrupts were written at the
+    checkpoint before it); 'conflict:<id>' when another writer continued
+    its parent (id); 'exists' for a retry; else 'done' and the event's seq."""
+    lock = quote_literal(f"hxstate.langgraph:{schema}")
+    key = "c.thread_id = p_thread AND c.checkpoint_ns = p_ns"
+    return [
+        f"""CREATE OR REPLACE FUNCTION {s}.put_checkpoint(
+    p_thread text, p_ns text, p_id text, p_parent text, p_packed bytea, p_metadata jsonb, p_delta json, p_snapshot json,
+    p_chain_bytes bigint, p_chain_len integer, p_snapshot_bytes bigint, p_state_bytes bigint, p_base_id text,
+    p_run boolean, p_fork_of text, p_publish boolean, p_patch jsonb, p_root_state jsonb)
+RETURNS TABLE (status text, seq bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_continued text;
+    v_newer boolean := false;
+    v_interrupted boolean := false;
+    v_event jsonb;
+    v_seq bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext({lock}), hashtext(p_thread || chr(1) || p_ns));
+    IF EXISTS (SELECT FROM {s}.checkpoints c WHERE {key} AND c.checkpoint_id = p_id) THEN
+        RETURN QUERY SELECT 'exists'::text, NULL::bigint;
+        RETURN;
+    END IF;
+    IF p_parent IS NOT NULL THEN
+        IF NOT EXISTS (SELECT FROM {s}.checkpoints c WHERE {key} AND c.checkpoint_id = p_parent) THEN
+            RETURN QUERY SELECT 'slow'::text, NULL::bigint;
+            RETURN;
+        END IF;
+        IF p_run AND p_fork_of IS DISTINCT FROM p_parent THEN
+            SELECT c.checkpoint_id INTO v_continued FROM {s}.checkpoints c
+             WHERE {key} AND c.checkpoint_id > p_parent AND c.checkpoint_id <> p_id
+               AND c.parent_checkpoint_id = p_parent
+             LIMIT 1;
+            IF v_continued IS NOT NULL THEN
+                RETURN QUERY SELECT 'conflict:' || v_continued, NULL::bigint;
+                RETURN;
+            END IF;
+        END IF;
+        IF p_publish THEN
+            v_newer := EXISTS (SELECT FROM {s}.checkpoints c
+                                WHERE {key} AND c.checkpoint_id > p_parent AND c.checkpoint_id <> p_id);
+            v_interrupted := EXISTS (SELECT FROM {s}.writes w
+                                      WHERE w.thread_id = p_thread AND w.checkpoint_ns = p_ns
+                                        AND w.checkpoint_id = p_parent AND w.channel = '__interrupt__');
+        END IF;
+    END IF;
+    IF p_publish THEN
+        IF v_newer OR EXISTS (SELECT FROM {s}.writes w
+                               WHERE w.thread_id = p_thread AND w.checkpoint_ns = p_ns
+                                 AND w.checkpoint_id = p_id AND w.channel = '__interrupt__') THEN
+            RETURN QUERY SELECT 'slow'::text, NULL::bigint;
+            RETURN;
+        END IF;
+        IF p_parent IS NULL THEN
+            v_event := jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot', p_root_state);
+        ELSE
+            v_event := CASE WHEN v_interrupted THEN '[{{"op": "remove", "path": "/__interrupt__"}}]'::jsonb
+                            ELSE '[]'::jsonb END || p_patch;
+            v_event := CASE WHEN jsonb_array_length(v_event) > 0
+                            THEN jsonb_build_object('type', 'STATE_DELTA', 'delta', v_event) END;
+        END IF;
+        IF v_event IS NOT NULL THEN
+            v_seq := {s}.publish({s}.stream_name(p_thread), v_event);
+        END IF;
+    END IF;
+    INSERT INTO {s}.checkpoints
+        (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, packed, metadata, delta, snapshot,
+         chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id, seq)
+    VALUES (p_thread, p_ns, p_id, p_parent, p_packed,
+            {server.compressed("p_metadata", METADATA_COMPRESSION)},
+            {server.compressed("p_delta", DELTA_COMPRESSION)},
+            {server.compressed("p_snapshot", SNAPSHOT_COMPRESSION)},
+            p_chain_bytes, p_chain_len, p_snapshot_bytes, p_state_bytes, p_base_id, v_seq);
+    RETURN QUERY SELECT 'done'::text, v_seq;
+END
+$$""",
+        f"COMMENT ON FUNCTION {s}.put_checkpoint(text, text, text, text, bytea, jsonb, json, json, bigint, integer, bigint, "
+        "bigint, text, boolean, text, boolean, jsonb, jsonb) IS "
+        "'HxSaver''s put of a checkpoint whose parent''s state it remembers, in one statement'",
+    ]
 
 
 # What in the saver's schema (%(schema)s) the role running setup() does not

@@ -27,6 +27,9 @@ ZDICT = (
     b'"tool_calls":[{"name":"","args":{},"id":"","type":"tool_call"}],"invalid_tool_calls":[],"usage_metadata":null}]'
 )
 _ZDICTS = {zlib.adler32(ZDICT): ZDICT}
+# a compressor primed with ZDICT, copied for each value (priming one anew
+# costs more than compressing a checkpoint's bookkeeping)
+_PRIMED = zlib.compressobj(6, zdict=ZDICT)
 
 
 def pack(text: str, *, always: bool = False) -> bytes | None:
@@ -39,7 +42,7 @@ def pack(text: str, *, always: bool = False) -> bytes | None:
     if not always and len(text) < 256:
         return None
     raw = text.encode()
-    z = zlib.compressobj(6, zdict=ZDICT)
+    z = _PRIMED.copy()
     packed = z.compress(raw) + z.flush()
     return packed if always or len(packed) * 4 <= len(raw) * 3 else None
 

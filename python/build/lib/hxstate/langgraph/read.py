@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -15,7 +16,7 @@ from hxstate.langgraph import delta as D
 from hxstate.langgraph.heads import Head, Items, items_of, unchanged
 from hxstate.langgraph.put import FORK_KEY
 from hxstate.langgraph.rebuild import rebuild_steps
-from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
+from hxstate.langgraph.steps import Context, Query, Rows, Steps, StepsOf
 from hxstate.langgraph.storage import checkpoint_of, dumps, unpack
 
 __all__ = ["PAGE_SIZE", "Pager", "get_steps", "range_states_steps", "to_tuple"]
@@ -108,6 +109,11 @@ class Pager:
         self.remaining = None if limit is None else int(limit)
         self.after: tuple[str, str, str] | None = None
         self.done = False
+        # per thread and namespace, the rows read so far, parsed once
+        self.ranges: dict[tuple[str, str], RangeRows] = {}
+        # id of an encoded item -> (the item, its decoded object): an item
+        # that several checkpoints share is decoded once
+        self.decoded: dict[int, tuple[Any, Any]] = {}
 
     def page_steps(self) -> StepsOf[list[tuple[tuple[Any, ...], dict[str, Any]]]]:
         """The next page's checkpoints, newest first, each its row and its
@@ -130,47 +136,105 @@ class Pager:
             groups.setdefault((r[1], r[2]), []).append((r[3], r[0]))
         states: dict[tuple[str, str, str], dict[str, Any]] = {}
         for (thread_id, ns), targets in groups.items():
-            found = yield from range_states_steps(self.ctx, thread_id, ns, targets)
+            cached = self.ranges.setdefault((thread_id, ns), RangeRows())
+            found = yield from range_states_steps(self.ctx, thread_id, ns, targets, cached)
             for cid, state in found.items():
                 states[(thread_id, ns, cid)] = state
+            # the next pages' checkpoints are older, their chains too
+            cached.drop_newer(min(cid for cid, _ in targets))
         return [(r[1:12], states[(r[1], r[2], r[3])]) for r in rows]
 
     def tuple_of(self, item: tuple[tuple[Any, ...], dict[str, Any]]) -> CheckpointTuple:
-        return to_tuple(self.ctx, item[0], item[1], remember=False)
+        return to_tuple(self.ctx, item[0], item[1], remember=False, decode_item=self._decode_item)
+
+    def _decode_item(self, enc: Any) -> Any:
+        found = self.decoded.get(id(enc))
+        if found is None or found[0] is not enc:
+            found = self.decoded[id(enc)] = (enc, self.ctx.codec.decode(enc))
+        return found[1]
+
+
+class RangeRows:
+    """The rows of one thread's namespace that a list() read, from ``lo``
+    up: each row's parent, its delta parsed (once), and the snapshot text
+    of the rows where a replay may start."""
+
+    def __init__(self) -> None:
+        self.lo: str | None = None
+        self.parents: dict[str, str | None] = {}
+        self.snapshots: dict[str, str] = {}
+        self.parsed: dict[str, dict[str, Any]] = {}
+        self.deltas: dict[str, Any] = {}
+
+    def missing(self, first: str, last: str) -> tuple[str, str, str | None] | None:
+        """The range to read for checkpoints from ``first`` to ``last``:
+        (first, last, below: read only ids under it), or None."""
+        if self.lo is None:
+            return first, last, None
+        if first < self.lo:
+            return first, last, self.lo
+        return None
+
+    def add(self, rows: Rows, first: str) -> None:
+        for r in rows:
+            self.parents[r[0]] = r[1]
+            if r[2] is not None:
+                self.snapshots[r[0]] = r[2]
+        with_delta = [r for r in rows if r[3] is not None]
+        # one call of the parser for all the deltas
+        parsed = json.loads("[" + ",".join(r[3] for r in with_delta) + "]") if with_delta else []
+        self.deltas.update((r[0], ops) for r, ops in zip(with_delta, parsed))
+        self.lo = first if self.lo is None else min(self.lo, first)
+
+    def snapshot(self, cid: str) -> dict[str, Any]:
+        """The state of snapshot row ``cid``, for a replay of its own (its
+        lists copied, their items shared)."""
+        state = self.parsed.get(cid)
+        if state is None:
+            state = self.parsed[cid] = json.loads(self.snapshots[cid])
+        return {ch: v.copy() if type(v) is list else v for ch, v in state.items()}
+
+    def drop_newer(self, cid: str) -> None:
+        for mine in (self.parents, self.snapshots, self.parsed, self.deltas):
+            for k in [k for k in mine if k > cid]:
+                del mine[k]
 
 
 def range_states_steps(
-    ctx: Context, thread_id: str, ns: str, targets: list[tuple[str, str]]
+    ctx: Context, thread_id: str, ns: str, targets: list[tuple[str, str]], cached: RangeRows | None = None
 ) -> StepsOf[dict[str, dict[str, Any]]]:
     """The states of checkpoints ``targets`` ((id, base_id) of one thread's
     namespace): the rows from the oldest snapshot they need to the newest
-    of them, read once; a replay from that snapshot, oldest first, takes
-    each target's state on the way (another branch's target starts again
+    of them (those ``cached`` does not hold yet), read once; a replay from
+    a snapshot, oldest first, takes each target's state on the way (its
+    lists copied, their items shared; another branch's target starts again
     from its own chain).  A target whose chain the rows do not hold (a
     parent not older than its child) is rebuilt alone by chain()."""
+    rows = cached if cached is not None else RangeRows()
     first = min(min(base_id, cid) for cid, base_id in targets)
     last = max(cid for cid, _ in targets)
-    rows = yield Query(ctx.sql.RANGE_SQL, {"thread_id": thread_id, "ns": ns, "first": first, "last": last}, True)
-    parents = {r[0]: r[1] for r in rows}
-    snapshots = {r[0]: r[2] for r in rows if r[2] is not None}
-    with_delta = [r for r in rows if r[3] is not None]
-    # one call of the parser for all the deltas
-    parsed = json.loads("[" + ",".join(r[3] for r in with_delta) + "]") if with_delta else []
-    deltas = {r[0]: ops for r, ops in zip(with_delta, parsed)}
+    need = rows.missing(first, last)
+    if need is not None:
+        found = yield Query(
+            ctx.sql.RANGE_SQL,
+            {"thread_id": thread_id, "ns": ns, "first": need[0], "last": need[1], "below": need[2]},
+            True,
+        )
+        rows.add(found, need[0])
     out: dict[str, dict[str, Any]] = {}
     replayer: D.Replayer | None = None
     at_row: str | None = None
     for cid, base_id in sorted(targets):
-        path, start = _path(cid, parents, snapshots, deltas, at_row if replayer is not None else None)
+        path, start = _path(cid, rows.parents, rows.snapshots, rows.deltas, at_row if replayer is not None else None)
         if path is None:
             out[cid] = yield from rebuild_steps(ctx.sql, thread_id, ns, cid, base_id, [])
             continue
         if start is not None:
-            replayer = D.Replayer(json.loads(snapshots[start]))
+            replayer = D.Replayer(rows.snapshot(start))
             at_row = start
         assert replayer is not None
         for row_id in reversed(path):
-            replayer.apply(deltas[row_id])
+            replayer.apply(rows.deltas[row_id])
             at_row = row_id
         out[cid] = replayer.copy()
     return out
@@ -206,13 +270,16 @@ def to_tuple(
     fork: bool = False,
     base_id: str = "",
     head: Head | None = None,
+    decode_item: Callable[[Any], Any] | None = None,
 ) -> CheckpointTuple:
     """A checkpoint's tuple from its row (SELECT_COLUMNS) and its state;
     ``remember``: the saver keeps it as its thread's head; ``fork``: its
     config names it as the checkpoint a run from it branches from
     (FORK_KEY); ``head``: the head the saver remembers, this checkpoint,
     whose lists' objects are handed out again when none changed since
-    (each a list of its own) instead of decoded anew."""
+    (each a list of its own) instead of decoded anew; ``decode_item``:
+    decodes a list's items (list() shares one object per item among the
+    tuples it hands out)."""
     (thread_id, ns, cid, parent, stored, metadata, chain_bytes, chain_len, snapshot_bytes, state_bytes, writes) = row[:11]
     checkpoint = checkpoint_of(stored)
     values: dict[str, Any] = {}
@@ -221,6 +288,10 @@ def to_tuple(
         items = head.objects.get(ch) if head is not None else None
         if items is not None and type(enc) is list and len(enc) == len(items.objs) and unchanged(items, items.objs):
             values[ch] = list(items.objs)
+            continue
+        if decode_item is not None and type(enc) is list:
+            # a list's items decoded once for all the tuples that share them
+            values[ch] = [decode_item(x) for x in enc]
             continue
         v = ctx.codec.decode(enc)
         values[ch] = v

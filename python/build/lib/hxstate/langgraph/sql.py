@@ -118,13 +118,16 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
    AND k.checkpoint_id >= least(%(first)s, %(last)s) AND k.checkpoint_id <= %(last)s
  ORDER BY k.checkpoint_id"""
         # the rows of a range for list(): each row's delta, and the
-        # snapshot of the first (the oldest one a page needs) and of roots
+        # snapshot of the first (the oldest one a page needs) and of roots;
+        # those under %(below)s only, when given (the ones above it the
+        # list read already)
         self.RANGE_SQL = f"""SELECT k.checkpoint_id, k.parent_checkpoint_id,
        CASE WHEN k.checkpoint_id = %(first)s OR k.delta IS NULL THEN k.snapshot::text END,
        k.delta::text
   FROM {s}.checkpoints k
  WHERE k.thread_id = %(thread_id)s AND k.checkpoint_ns = %(ns)s
    AND k.checkpoint_id >= %(first)s AND k.checkpoint_id <= %(last)s
+   AND (%(below)s::text IS NULL OR k.checkpoint_id < %(below)s)
  ORDER BY k.checkpoint_id"""
         # what chain() walks to, when the rows of the range are not enough
         # (a parent not older than its child)

@@ -217,8 +217,11 @@ class HxSaver(BaseHxSaver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._run(self._copy_thread_steps(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._run(self._prune_steps(thread_ids, strategy))
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """Delete the threads' checkpoints ("delete"), or all but the newest
+        ``keep_last`` (1) of each namespace ("keep_latest"), each that stays
+        rebuildable."""
+        self._run(self._prune_steps(thread_ids, strategy, keep_last))
 
     # the async API, in a worker thread
 
@@ -265,8 +268,8 @@ class HxSaver(BaseHxSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, keep_last=keep_last)
 
 
 def _drive(cur: psycopg.Cursor[Any], steps: Steps) -> Any:

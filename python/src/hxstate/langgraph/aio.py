@@ -180,8 +180,9 @@ class AsyncHxSaver(BaseHxSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._run(self._copy_thread_steps(source_thread_id, target_thread_id))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._run(self._prune_steps(thread_ids, strategy))
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """AsyncHxSaver's prune (HxSaver.prune)."""
+        await self._run(self._prune_steps(thread_ids, strategy, keep_last))
 
     # -- the sync API, on the saver's loop ----------------------------------------
 
@@ -240,8 +241,8 @@ class AsyncHxSaver(BaseHxSaver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._sync(self.aprune(thread_ids, strategy=strategy))
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        self._sync(self.aprune(thread_ids, strategy=strategy, keep_last=keep_last))
 
 
 async def _drive_conn(conn: AsyncConnection[Any], steps: Steps, transaction: bool) -> Any:

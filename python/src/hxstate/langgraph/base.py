@@ -165,8 +165,8 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
     def _copy_thread_steps(self, source_thread_id: str, target_thread_id: str) -> Steps:
         return retention.copy_thread_steps(self, source_thread_id, target_thread_id)
 
-    def _prune_steps(self, thread_ids: Sequence[str], strategy: str) -> Steps:
-        return retention.prune_steps(self, thread_ids, strategy)
+    def _prune_steps(self, thread_ids: Sequence[str], strategy: str, keep_last: int | None = None) -> Steps:
+        return retention.prune_steps(self, thread_ids, strategy, keep_last)
 
     def _setup_steps(self, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> Steps:
         result = yield from schema.setup_steps(self.schema, trusted_owners, allowed_triggers)

@@ -63,7 +63,11 @@ def test_edit_an_earlier_message_and_regenerate(dsn: str) -> None:
         hx_saver = HxSaver(conn)
         hx_saver.setup()
         pg = edit_and_regenerate(pg_saver, f"fork-pg-{uuid.uuid4()}")
-        hx = edit_and_regenerate(hx_saver, f"fork-hx-{uuid.uuid4()}")
+        hx_thread = f"fork-hx-{uuid.uuid4()}"
+        hx = edit_and_regenerate(hx_saver, hx_thread)
+        # the config's key is the saver's, not stored in the metadata
+        assert conn.execute("SELECT count(*) FROM langgraph.checkpoints WHERE thread_id = %s AND metadata ? %s",
+                            (hx_thread, FORK_KEY)).fetchone() == (0,)
     assert hx == pg
     assert hx["messages"] == [("human", "first"), ("ai", "one"), ("human", "second, edited"), ("ai", "two, again")]
     # every checkpoint of the run is on the new branch, from the one asked for; the old branch is kept

@@ -273,6 +273,13 @@ class TypeNotAllowed(InvalidParameterValue):
     saver that allowed more), or a value of such a type being written."""
 
 
+class OwnerSuperseded(ObjectNotInPrerequisiteState):
+    """A write to a thread that another writer owns (it acquired the thread
+    after this writer did, or this writer released it), or without the
+    owner's token: nothing was written.  The writer was fenced off: it
+    should stop, not retry."""
+
+
 class NotOwner(InsufficientPrivilege):
     """setup() found, in the saver's schema, what its role does not own: the
     schema, a table or function another role made, a trigger or rule on

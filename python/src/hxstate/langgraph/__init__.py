@@ -223,7 +223,37 @@ class HxSaver(BaseHxSaver):
         rebuildable."""
         self._run(self._prune_steps(thread_ids, strategy, keep_last))
 
+
+    # -- write ownership (ownership.py) ----------------------------------------
+
+    def acquire(self, thread_id: str) -> str:
+        """Take the thread: from now on a write to it must carry the token
+        returned (config ``{"configurable": {"hx_owner": token}}``); the
+        writer that had it is refused from now on (OwnerSuperseded).
+        Waits for the writes under way to end."""
+        token: str = self._run(self._acquire_steps(thread_id))
+        return token
+
+    def release(self, thread_id: str, token: str) -> bool:
+        """Give the thread up; whether ``token`` owned it."""
+        released: bool = self._run(self._release_steps(thread_id, token))
+        return released
+
+    def owner_epoch(self, thread_id: str) -> int | None:
+        """The epoch of the thread's owner (None: it has none)."""
+        epoch: int | None = self._run(self._epoch_steps(thread_id), transaction=False)
+        return epoch
+
     # the async API, in a worker thread
+
+    async def aacquire(self, thread_id: str) -> str:
+        return await asyncio.to_thread(self.acquire, thread_id)
+
+    async def arelease(self, thread_id: str, token: str) -> bool:
+        return await asyncio.to_thread(self.release, thread_id, token)
+
+    async def aowner_epoch(self, thread_id: str) -> int | None:
+        return await asyncio.to_thread(self.owner_epoch, thread_id)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)

@@ -217,10 +217,43 @@ class HxSaver(BaseHxSaver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._run(self._copy_thread_steps(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._run(self._prune_steps(thread_ids, strategy))
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """Delete the threads' checkpoints ("delete"), or all but the newest
+        ``keep_last`` (1) of each namespace ("keep_latest"), each that stays
+        rebuildable."""
+        self._run(self._prune_steps(thread_ids, strategy, keep_last))
+
+
+    # -- write ownership (ownership.py) ----------------------------------------
+
+    def acquire(self, thread_id: str) -> str:
+        """Take the thread: from now on a write to it must carry the token
+        returned (config ``{"configurable": {"hx_owner": token}}``); the
+        writer that had it is refused from now on (OwnerSuperseded).
+        Waits for the writes under way to end."""
+        token: str = self._run(self._acquire_steps(thread_id))
+        return token
+
+    def release(self, thread_id: str, token: str) -> bool:
+        """Give the thread up; whether ``token`` owned it."""
+        released: bool = self._run(self._release_steps(thread_id, token))
+        return released
+
+    def owner_epoch(self, thread_id: str) -> int | None:
+        """The epoch of the thread's owner (None: it has none)."""
+        epoch: int | None = self._run(self._epoch_steps(thread_id), transaction=False)
+        return epoch
 
     # the async API, in a worker thread
+
+    async def aacquire(self, thread_id: str) -> str:
+        return await asyncio.to_thread(self.acquire, thread_id)
+
+    async def arelease(self, thread_id: str, token: str) -> bool:
+        return await asyncio.to_thread(self.release, thread_id, token)
+
+    async def aowner_epoch(self, thread_id: str) -> int | None:
+        return await asyncio.to_thread(self.owner_epoch, thread_id)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -265,8 +298,8 @@ class HxSaver(BaseHxSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, keep_last=keep_last)
 
 
 def _drive(cur: psycopg.Cursor[Any], steps: Steps) -> Any:

@@ -180,10 +180,35 @@ class AsyncHxSaver(BaseHxSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._run(self._copy_thread_steps(source_thread_id, target_thread_id))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._run(self._prune_steps(thread_ids, strategy))
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """AsyncHxSaver's prune (HxSaver.prune)."""
+        await self._run(self._prune_steps(thread_ids, strategy, keep_last))
+
+    # -- write ownership (ownership.py) ----------------------------------------
+
+    async def aacquire(self, thread_id: str) -> str:
+        """HxSaver.acquire, async."""
+        token: str = await self._run(self._acquire_steps(thread_id))
+        return token
+
+    async def arelease(self, thread_id: str, token: str) -> bool:
+        released: bool = await self._run(self._release_steps(thread_id, token))
+        return released
+
+    async def aowner_epoch(self, thread_id: str) -> int | None:
+        epoch: int | None = await self._run(self._epoch_steps(thread_id), transaction=False)
+        return epoch
 
     # -- the sync API, on the saver's loop ----------------------------------------
+
+    def acquire(self, thread_id: str) -> str:
+        return self._sync(self.aacquire(thread_id))
+
+    def release(self, thread_id: str, token: str) -> bool:
+        return self._sync(self.arelease(thread_id, token))
+
+    def owner_epoch(self, thread_id: str) -> int | None:
+        return self._sync(self.aowner_epoch(thread_id))
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
@@ -240,8 +265,8 @@ class AsyncHxSaver(BaseHxSaver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._sync(self.aprune(thread_ids, strategy=strategy))
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        self._sync(self.aprune(thread_ids, strategy=strategy, keep_last=keep_last))
 
 
 async def _drive_conn(conn: AsyncConnection[Any], steps: Steps, transaction: bool) -> Any:

@@ -27,9 +27,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from hxstate.langgraph import put, read, retention, schema, writes
+from hxstate.langgraph import ownership, put, read, retention, schema, writes
 from hxstate.langgraph.codec import Codec
 from hxstate.langgraph.heads import HeadCache
+from hxstate.langgraph.limits import check_key
 from hxstate.langgraph.schema import DEFAULT_SCHEMA
 from hxstate.langgraph.serde import StrictSerializer
 from hxstate.langgraph.sql import Statements
@@ -165,8 +166,17 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
     def _copy_thread_steps(self, source_thread_id: str, target_thread_id: str) -> Steps:
         return retention.copy_thread_steps(self, source_thread_id, target_thread_id)
 
-    def _prune_steps(self, thread_ids: Sequence[str], strategy: str) -> Steps:
-        return retention.prune_steps(self, thread_ids, strategy)
+    def _prune_steps(self, thread_ids: Sequence[str], strategy: str, keep_last: int | None = None) -> Steps:
+        return retention.prune_steps(self, thread_ids, strategy, keep_last)
+
+    def _acquire_steps(self, thread_id: str) -> Steps:
+        return ownership.acquire_steps(self, check_key("thread id", str(thread_id)))
+
+    def _release_steps(self, thread_id: str, token: str) -> Steps:
+        return ownership.release_steps(self, str(thread_id), str(token))
+
+    def _epoch_steps(self, thread_id: str) -> Steps:
+        return ownership.epoch_steps(self, str(thread_id))
 
     def _setup_steps(self, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> Steps:
         result = yield from schema.setup_steps(self.schema, trusted_owners, allowed_triggers)

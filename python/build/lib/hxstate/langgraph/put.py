@@ -29,6 +29,7 @@ from hxstate.errors import ThreadConflict
 from hxstate.langgraph import delta as D
 from hxstate.langgraph.heads import Head, Items, encode_channel
 from hxstate.langgraph.limits import check_id, check_key
+from hxstate.langgraph.ownership import OWNER_KEY, check_owner_steps, owner_of, refused
 from hxstate.langgraph.rebuild import rebuild_steps
 from hxstate.langgraph.sql import Server
 from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
@@ -61,12 +62,17 @@ class Target:
     values: dict[str, Any]
     versions: dict[str, Any]
     fork_of: str | None = None  # the checkpoint the run asked to branch from
+    owner: str | None = None  # the write's ownership token (ownership.py)
 
     @classmethod
     def of(cls, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) -> Target:
         """The checkpoint's keys, checked before anything is written."""
         conf = config["configurable"]
         md = dict(get_serializable_checkpoint_metadata(config, metadata))
+        # LangGraph copies a config's keys into the metadata: not the
+        # saver's own (an ownership token is a writer's, not the thread's)
+        md.pop(OWNER_KEY, None)
+        md.pop(FORK_KEY, None)
         t = cls(
             thread_id=check_key("thread id", str(conf["thread_id"])),
             ns=check_key("checkpoint namespace", str(conf.get("checkpoint_ns", "") or "")),
@@ -76,6 +82,7 @@ class Target:
             values=checkpoint["channel_values"],
             versions=dict(checkpoint["channel_versions"]),
             fork_of=str(conf[FORK_KEY]) if conf.get(FORK_KEY) else None,
+            owner=owner_of(config),
         )
         run_id = md.get("run_id")
         if isinstance(run_id, str):
@@ -316,12 +323,15 @@ def fast_put_steps(
             "publish": publish,
             "patch": patch,
             "root_state": root_state,
+            "owner": t.owner,
         },
         True,
     )
     status: str = rows[0][0]
     if status == "slow":
         return SLOW
+    if status.startswith("owner:"):
+        raise refused(t.thread_id, t.owner, status.partition(":")[2] or None)
     if status.startswith("conflict:"):
         raise _conflict(t, status.partition(":")[2])
     _remember(ctx, t, change, row)
@@ -357,6 +367,7 @@ def put_steps(
 ) -> Steps:
     t = Target.of(config, checkpoint, metadata)
     server: Server = yield from ctx.sql.server_steps()
+    yield from check_owner_steps(ctx, t.thread_id, t.owner)
     parent = yield from read_parent(ctx, t)
     change = new_state(ctx, t, new_versions, parent.base)
     row = chain_row(ctx, t, parent, change)

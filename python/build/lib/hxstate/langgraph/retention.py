@@ -173,37 +173,47 @@ ON CONFLICT DO NOTHING""",
     return None
 
 
-def prune_steps(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Steps:
+def prune_steps(ctx: Context, thread_ids: Sequence[str], strategy: str, keep_last: int | None = None) -> Steps:
+    """prune: "delete" every checkpoint of the threads, or "keep_latest":
+    the ``keep_last`` (1) newest checkpoints of each namespace stay, with
+    their pending writes, every one rebuildable: one whose parent goes is
+    first made a snapshot of its own state and a root, and each that
+    stays names its nearest snapshot again (rebase_steps)."""
     if isinstance(thread_ids, str):
         raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
     if strategy not in ("keep_latest", "delete"):
         raise ValueError(f"Unknown prune strategy: {strategy!r}")
+    if keep_last is not None and (type(keep_last) is not int or keep_last < 1 or strategy != "keep_latest"):
+        raise ValueError("keep_last is a number of checkpoints, at least 1, with strategy keep_latest")
     threads = [str(t) for t in thread_ids]
     if not threads:
         return None
     s = ctx.sql.s
-    server = yield from ctx.sql.server_steps()
-    if strategy == "keep_latest":
-        # the latest checkpoint of each namespace stays, as its own snapshot
-        yield Query(
-            f"""CREATE TEMPORARY TABLE hx_prune_keep ON COMMIT DROP AS
-SELECT DISTINCT ON (thread_id, checkpoint_ns) thread_id, checkpoint_ns, checkpoint_id
-  FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s)
- ORDER BY thread_id, checkpoint_ns, checkpoint_id DESC""",
-            {"threads": threads},
-        )
-        yield from materialize_steps(
-            ctx,
-            "(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN (SELECT * FROM hx_prune_keep) "
-            "AND (k.snapshot IS NULL OR k.parent_checkpoint_id IS NOT NULL)",
-            {},
-        )
-        keep = "(thread_id, checkpoint_ns, checkpoint_id) NOT IN (SELECT * FROM hx_prune_keep)"
-        yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
-        yield Query(f"DELETE FROM {s}.checkpoints WHERE thread_id = ANY(%(threads)s) AND {keep}", {"threads": threads})
-    else:
+    yield from ctx.sql.server_steps()
+    if strategy == "delete":
         yield Query(f"DELETE FROM {s}.writes WHERE thread_id = ANY(%(threads)s)", {"threads": threads})
         gone = yield _deleted(ctx, "thread_id = ANY(%(threads)s)", {"threads": threads})
         yield from republish_steps(ctx, threads, [r[0] for r in gone])
+        ctx.heads.forget(threads)
+        return None
+    # the checkpoints that stay: the newest keep_last of each namespace
+    kept = f"""SELECT x.thread_id, x.checkpoint_ns, x.checkpoint_id
+      FROM (SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id,
+                   row_number() OVER (PARTITION BY c.thread_id, c.checkpoint_ns ORDER BY c.checkpoint_id DESC) AS n
+              FROM {s}.checkpoints c WHERE c.thread_id = ANY(%(threads)s)) x
+     WHERE x.n <= %(keep)s"""
+    params = {"threads": threads, "keep": keep_last or 1}
+    # those that stay but whose parent goes: snapshots of their own, roots
+    yield from materialize_steps(
+        ctx,
+        f"""(k.thread_id, k.checkpoint_ns, k.checkpoint_id) IN ({kept})
+   AND k.parent_checkpoint_id IS NOT NULL
+   AND (k.thread_id, k.checkpoint_ns, k.parent_checkpoint_id) NOT IN ({kept})""",
+        params,
+    )
+    goes = f"thread_id = ANY(%(threads)s) AND (thread_id, checkpoint_ns, checkpoint_id) NOT IN ({kept})"
+    yield Query(f"DELETE FROM {s}.writes WHERE {goes}", params)
+    yield Query(f"DELETE FROM {s}.checkpoints WHERE {goes}", params)
+    yield from rebase_steps(ctx, threads)
     ctx.heads.forget(threads)
     return None

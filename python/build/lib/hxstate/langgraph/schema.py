@@ -123,6 +123,16 @@ SELECT CASE WHEN ch IS NULL THEN NULL
 $$""",
         f"COMMENT ON FUNCTION {s}.state_at(text, text, text) IS "
         "'the state (channel values as JSON) of a LangGraph checkpoint kept by HxSaver'",
+        # a thread's writer, when one took it (acquire): while it has one,
+        # a write must carry its token; epoch grows at each acquire
+        f"""CREATE TABLE {s}.owners (
+    thread_id text PRIMARY KEY,
+    epoch bigint NOT NULL,
+    token text NOT NULL,
+    acquired_at timestamptz NOT NULL DEFAULT now()
+)""",
+        f"""COMMENT ON TABLE {s}.owners IS
+    'the writer that owns a LangGraph thread kept by HxSaver: a write must carry its token (configurable hx_owner)'""",
     ]
 
 
@@ -315,7 +325,8 @@ def setup_steps(schema: str, trusted_owners: Sequence[str] = (), allowed_trigger
 
 def put_function(s: str, schema: str, server: Server) -> list[str]:
     """put_checkpoint(): a put whose parent's state the saver remembers, in
-    one statement (put.fast_put_steps): the thread's turn, the checks on
+    one statement (put.fast_put_steps): the thread's owner (the write must
+    carry its token: 'owner' otherwise), the thread's turn, the checks on
     its parent (each statement of a plpgsql function sees what committed
     before it, the lock's holder's included), the event on the thread's
     stream, the row.  It writes nothing and answers 'slow' when the put
@@ -324,12 +335,13 @@ def put_function(s: str, schema: str, server: Server) -> list[str]:
     checkpoint before it); 'conflict:<id>' when another writer continued
     its parent (id); 'exists' for a retry; else 'done' and the event's seq."""
     lock = quote_literal(f"hxstate.langgraph:{schema}")
+    owner_lock = quote_literal(f"hxstate.langgraph.owner:{schema}")
     key = "c.thread_id = p_thread AND c.checkpoint_ns = p_ns"
     return [
         f"""CREATE OR REPLACE FUNCTION {s}.put_checkpoint(
     p_thread text, p_ns text, p_id text, p_parent text, p_packed bytea, p_metadata jsonb, p_delta json, p_snapshot json,
     p_chain_bytes bigint, p_chain_len integer, p_snapshot_bytes bigint, p_state_bytes bigint, p_base_id text,
-    p_run boolean, p_fork_of text, p_publish boolean, p_patch jsonb, p_root_state jsonb)
+    p_run boolean, p_fork_of text, p_publish boolean, p_patch jsonb, p_root_state jsonb, p_owner text)
 RETURNS TABLE (status text, seq bigint)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -339,7 +351,16 @@ DECLARE
     v_interrupted boolean := false;
     v_event jsonb;
     v_seq bigint;
+    v_owner text;
 BEGIN
+    -- the thread's owner, if it has one, waits for this write to end
+    PERFORM pg_advisory_xact_lock_shared(hashtext({owner_lock}), hashtext(p_thread));
+    v_owner := (SELECT o.token FROM {s}.owners o WHERE o.thread_id = p_thread);
+    IF v_owner IS DISTINCT FROM p_owner THEN
+        RETURN QUERY SELECT 'owner:' || coalesce((SELECT o.epoch FROM {s}.owners o WHERE o.thread_id = p_thread)::text, ''),
+                            NULL::bigint;
+        RETURN;
+    END IF;
     PERFORM pg_advisory_xact_lock(hashtext({lock}), hashtext(p_thread || chr(1) || p_ns));
     IF EXISTS (SELECT FROM {s}.checkpoints c WHERE {key} AND c.checkpoint_id = p_id) THEN
         RETURN QUERY SELECT 'exists'::text, NULL::bigint;
@@ -399,8 +420,35 @@ BEGIN
 END
 $$""",
         f"COMMENT ON FUNCTION {s}.put_checkpoint(text, text, text, text, bytea, jsonb, json, json, bigint, integer, bigint, "
-        "bigint, text, boolean, text, boolean, jsonb, jsonb) IS "
+        "bigint, text, boolean, text, boolean, jsonb, jsonb, text) IS "
         "'HxSaver''s put of a checkpoint whose parent''s state it remembers, in one statement'",
+        # a task's writes (but LangGraph's records of an attempt), in one
+        # statement: the indexes it stored (the others were there, a
+        # retry), or NULL when the thread's owner is another
+        f"""CREATE OR REPLACE FUNCTION {s}.put_writes(
+    p_thread text, p_ns text, p_id text, p_task text, p_path text,
+    p_idx integer[], p_channels text[], p_values text[], p_packed bytea[], p_owner text)
+RETURNS integer[]
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_stored integer[];
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtext({owner_lock}), hashtext(p_thread));
+    IF (SELECT o.token FROM {s}.owners o WHERE o.thread_id = p_thread) IS DISTINCT FROM p_owner THEN
+        RETURN NULL;
+    END IF;
+    WITH ins AS (
+        INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed)
+        SELECT p_thread, p_ns, p_id, p_task, p_path, t.idx, t.channel, t.value::json, t.packed
+          FROM unnest(p_idx, p_channels, p_values, p_packed) AS t(idx, channel, value, packed)
+        ON CONFLICT DO NOTHING RETURNING idx)
+    SELECT coalesce(array_agg(ins.idx), '{{}}') INTO v_stored FROM ins;
+    RETURN v_stored;
+END
+$$""",
+        f"COMMENT ON FUNCTION {s}.put_writes(text, text, text, text, text, integer[], text[], text[], bytea[], text) IS "
+        "'HxSaver''s put of a task''s writes, in one statement'",
     ]
 
 

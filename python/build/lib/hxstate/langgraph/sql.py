@@ -71,6 +71,9 @@ class Statements:
         s = self.s = quote_ident(schema)
         #: the advisory lock's first key: puts on one thread's namespace take turns
         self.lock_key = f"hxstate.langgraph:{schema}"
+        #: the advisory lock's first key of a thread's ownership: writes
+        #: hold it shared, acquire and release exclusive
+        self.owner_lock_key = f"hxstate.langgraph.owner:{schema}"
         self.server: Server | None = None
         self.SELECT_COLUMNS = ", ".join(self.columns("c"))
         # a checkpoint and what its state is rebuilt from, in one statement
@@ -189,16 +192,21 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
         self.PUBLISH_SQL = f"SELECT {s}.publish({s}.stream_name(%s), %s::jsonb)"
         self.PUT_SQL = f"""SELECT * FROM {s}.put_checkpoint(%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(packed)s,
     %(metadata)s::jsonb, %(delta)s::json, %(snapshot)s::json, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s,
-    %(state_bytes)s, %(base_id)s, %(run)s, %(fork_of)s, %(publish)s, %(patch)s::jsonb, %(root_state)s::jsonb)"""
-        # a task's writes in one statement (no transaction of their own):
-        # the indexes it stored; the others were there (a retry), and are
-        # compared with it then (STORED_WRITES_SQL)
-        self.FAST_WRITES_SQL = (
-            f"WITH ins AS (INSERT INTO {s}.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value, packed) "
-            "SELECT %s, %s, %s, %s, %s, t.idx, t.channel, t.value::json, t.packed "
-            "FROM unnest(%s::int[], %s::text[], %s::text[], %s::bytea[]) AS t(idx, channel, value, packed) "
-            "ON CONFLICT DO NOTHING RETURNING idx) SELECT coalesce(array_agg(idx), '{}') FROM ins"
-        )
+    %(state_bytes)s, %(base_id)s, %(run)s, %(fork_of)s, %(publish)s, %(patch)s::jsonb, %(root_state)s::jsonb, %(owner)s)"""
+        # a task's writes in one statement (put_writes() in SQL, no
+        # transaction of their own): the indexes it stored, NULL for
+        # another owner's thread
+        self.FAST_WRITES_SQL = f"SELECT {s}.put_writes(%s, %s, %s, %s, %s, %s::int[], %s::text[], %s::text[], %s::bytea[], %s)"
+        # a write's ownership: the thread's owner waits for the write's
+        # transaction to end; the owner's token and epoch (none: no owner)
+        self.OWNER_SQL = f"""SELECT pg_catalog.pg_advisory_xact_lock_shared(pg_catalog.hashtext(%(lock)s), pg_catalog.hashtext(%(thread_id)s)),
+       (SELECT o.token FROM {s}.owners o WHERE o.thread_id = %(thread_id)s),
+       (SELECT o.epoch FROM {s}.owners o WHERE o.thread_id = %(thread_id)s)"""
+        self.ACQUIRE_SQL = f"""INSERT INTO {s}.owners AS o (thread_id, epoch, token) VALUES (%(thread_id)s, 1, '1-' || %(rand)s)
+ON CONFLICT (thread_id) DO UPDATE SET epoch = o.epoch + 1, token = (o.epoch + 1)::text || '-' || %(rand)s, acquired_at = now()
+RETURNING o.token"""
+        self.RELEASE_SQL = f"DELETE FROM {s}.owners WHERE thread_id = %(thread_id)s AND token = %(token)s RETURNING epoch"
+        self.EPOCH_SQL = f"SELECT epoch FROM {s}.owners WHERE thread_id = %(thread_id)s"
         self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
        (SELECT jsonb_agg(w.value::jsonb ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w

@@ -20,6 +20,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 
 from hxstate.errors import NonDeterministicRetry
 from hxstate.langgraph.limits import check_id, check_key
+from hxstate.langgraph.ownership import check_owner_steps, epoch_steps, owner_of, refused
 from hxstate.langgraph.steps import Context, Query, Steps
 from hxstate.langgraph.storage import dumps, pack, unpack
 from hxstate.langgraph.stream import interrupt_items
@@ -58,14 +59,20 @@ def put_writes_steps(
         target[3].append(packed)
         mine[idx] = (ch, enc)
     key = (thread_id, ns, cid, task_id, task_path)
+    owner = owner_of(config)
     if special[0]:
+        # in a transaction (put_writes needs one for them): its ownership first
+        yield from check_owner_steps(ctx, thread_id, owner)
         yield Query(ctx.sql.UPSERT_WRITES_SQL, (*key, *special))
         if INTERRUPT in special[1] and ns == "" and (yield from ctx.sql.server_steps()).publishing:
             yield from _publish_interrupts(ctx, thread_id, cid)
     if regular[0]:
         # one statement; the writes that were there already (a retry) are
         # compared with these after it
-        rows = yield Query(ctx.sql.FAST_WRITES_SQL, (*key, *regular), True)
+        rows = yield Query(ctx.sql.FAST_WRITES_SQL, (*key, *regular, owner), True)
+        if rows[0][0] is None:
+            epoch = yield from epoch_steps(ctx, thread_id)
+            raise refused(thread_id, owner, epoch)
         there = sorted(set(regular[0]) - set(rows[0][0]))
         if not there:
             return None

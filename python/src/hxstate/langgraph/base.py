@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from hxstate.langgraph import ownership, put, read, retention, schema, writes
+from hxstate.langgraph import ownership, put, read, retention, runs, schema, writes
 from hxstate.langgraph.codec import Codec
 from hxstate.langgraph.heads import HeadCache
 from hxstate.langgraph.limits import check_key
@@ -177,6 +177,15 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
 
     def _epoch_steps(self, thread_id: str) -> Steps:
         return ownership.epoch_steps(self, str(thread_id))
+
+    def _admit_steps(self, thread_id: str, run_id: str, input: Any) -> Steps:
+        return runs.admit_steps(self, str(thread_id), str(run_id), input)
+
+    def _finish_steps(self, thread_id: str, run_id: str, outcome: str, detail: str | None) -> Steps:
+        return runs.finish_steps(self, str(thread_id), str(run_id), outcome, detail)
+
+    def _admissions_steps(self, thread_id: str | None, unfinished: bool) -> Steps:
+        return runs.admissions_steps(self, None if thread_id is None else str(thread_id), unfinished)
 
     def _setup_steps(self, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> Steps:
         result = yield from schema.setup_steps(self.schema, trusted_owners, allowed_triggers)

@@ -207,6 +207,20 @@ ON CONFLICT (thread_id) DO UPDATE SET epoch = o.epoch + 1, token = (o.epoch + 1)
 RETURNING o.token"""
         self.RELEASE_SQL = f"DELETE FROM {s}.owners WHERE thread_id = %(thread_id)s AND token = %(token)s RETURNING epoch"
         self.EPOCH_SQL = f"SELECT epoch FROM {s}.owners WHERE thread_id = %(thread_id)s"
+        # admissions of runs (runs.py)
+        admission = f"""r.thread_id, r.run_id, r.input, r.admitted_at, r.outcome, r.detail, r.finished_at,
+       (SELECT count(*) FROM {s}.checkpoints c WHERE c.thread_id = r.thread_id AND c.metadata ->> 'run_id' = r.run_id)"""
+        self.ADMIT_SQL = f"""WITH ins AS (INSERT INTO {s}.runs (thread_id, run_id, input)
+                  VALUES (%(thread_id)s, %(run_id)s, %(input)s::json) ON CONFLICT DO NOTHING RETURNING *)
+SELECT true, {admission.replace("r.", "r.", 1)} FROM ins r
+UNION ALL
+SELECT false, {admission} FROM {s}.runs r
+ WHERE r.thread_id = %(thread_id)s AND r.run_id = %(run_id)s AND NOT EXISTS (SELECT FROM ins)"""
+        self.FINISH_SQL = f"""UPDATE {s}.runs SET outcome = %(outcome)s, detail = %(detail)s, finished_at = now()
+ WHERE thread_id = %(thread_id)s AND run_id = %(run_id)s AND outcome IS NULL RETURNING run_id"""
+        self.ADMISSIONS_SQL = f"""SELECT {admission} FROM {s}.runs r
+ WHERE (%(thread_id)s::text IS NULL OR r.thread_id = %(thread_id)s) AND (NOT %(unfinished)s OR r.outcome IS NULL)
+ ORDER BY r.admitted_at, r.thread_id, r.run_id"""
         self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
        (SELECT jsonb_agg(w.value::jsonb ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w

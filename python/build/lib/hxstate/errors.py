@@ -273,6 +273,13 @@ class TypeNotAllowed(InvalidParameterValue):
     saver that allowed more), or a value of such a type being written."""
 
 
+class Tampered(DataCorrupted):
+    """An encrypted saver's row that does not open where it is: a ciphertext
+    moved from elsewhere (another thread, checkpoint, channel, version or
+    write), replayed, altered, or a plaintext value where ciphertext is
+    expected (XX001)."""
+
+
 class OwnerSuperseded(ObjectNotInPrerequisiteState):
     """A write to a thread that another writer owns (it acquired the thread
     after this writer did, or this writer released it), or without the

@@ -32,6 +32,7 @@ from hxstate.langgraph.codec import Codec
 from hxstate.langgraph.heads import HeadCache
 from hxstate.langgraph.limits import check_key
 from hxstate.langgraph.schema import DEFAULT_SCHEMA
+from hxstate.langgraph.sealing import Sealer
 from hxstate.langgraph.serde import StrictSerializer
 from hxstate.langgraph.sql import Statements
 from hxstate.langgraph.steps import Query, Steps
@@ -50,6 +51,7 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
     sql: Statements
     codec: Codec
     heads: HeadCache
+    sealer: Sealer | None
 
     def _init_base(
         self,
@@ -64,7 +66,11 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         # strict: a stored value rebuilds only types of an allow-list (serde.py)
         BaseCheckpointSaver.__init__(self, serde=serde if serde is not None else StrictSerializer())
         self.schema = schema
-        self.codec = Codec(self.serde)
+        # an encrypting serializer (crypto.EncryptedSerializer) seals what
+        # the saver stores, where it belongs; its inner serializer takes
+        # what JSON cannot hold
+        self.sealer = cast(Sealer, self.serde) if _seals(self.serde) else None
+        self.codec = Codec(_inner(self.serde))
         if rebuild_factor < 1:
             raise ValueError("rebuild_factor is at least 1: a rebuild reads at least the state")
         self.snapshot_min_bytes = snapshot_min_bytes
@@ -89,7 +95,8 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
             return self
         clone = copy.copy(self)
         clone.serde = serde
-        clone.codec = Codec(serde)
+        clone.sealer = cast(Sealer, serde) if _seals(serde) else None
+        clone.codec = Codec(_inner(serde))
         return clone
 
     # -- versions ---------------------------------------------------------
@@ -207,6 +214,14 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         return await BaseCheckpointSaver.aget_delta_channel_history(self, config=config, channels=channels)
+
+
+def _seals(serde: Any) -> bool:
+    return all(hasattr(serde, a) for a in ("seal", "unseal", "inner"))
+
+
+def _inner(serde: Any) -> Any:
+    return serde.inner if _seals(serde) else serde
 
 
 def checkpoint_key(config: RunnableConfig) -> tuple[str, str, str] | None:

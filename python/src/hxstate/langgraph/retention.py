@@ -6,13 +6,15 @@ changed otherwise gets a snapshot of it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from hxstate.langgraph.limits import check_key
 from hxstate.langgraph.rebuild import rebuild_steps
-from hxstate.langgraph.sql import METADATA_COMPRESSION
+from hxstate.langgraph.sealing import open_part, open_write, seal_part, seal_write
+from hxstate.langgraph.sql import METADATA_COMPRESSION, checkpoint_sql
 from hxstate.langgraph.steps import Context, Query, Steps
-from hxstate.langgraph.storage import dumps
+from hxstate.langgraph.storage import checkpoint_of, dumps
 
 __all__ = ["copy_thread_steps", "delete_for_runs_steps", "delete_thread_steps", "prune_steps", "republish_steps"]
 
@@ -22,7 +24,7 @@ def republish_steps(ctx: Context, threads: list[str], ended: list[str]) -> Steps
     not a step (a snapshot), or that a thread is gone (hx.stream_end): of
     ``ended``, the threads this change deleted checkpoints of, those left
     with none."""
-    if (yield from ctx.sql.server_steps()).publishing:
+    if (yield from ctx.sql.server_steps()).publishing and ctx.sealer is None:
         yield Query(ctx.sql.REPUBLISH_SQL, {"threads": threads, "ended": ended})
     return None
 
@@ -34,15 +36,20 @@ def materialize_steps(ctx: Context, where: str, params: dict[str, object]) -> St
     them as they were written (an object's keys in their order), and
     written as json."""
     rows = yield Query(
-        f"SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.base_id FROM {ctx.sql.s}.checkpoints k WHERE {where}",
+        f"SELECT k.thread_id, k.checkpoint_ns, k.checkpoint_id, k.base_id, {checkpoint_sql('k')} "
+        f"FROM {ctx.sql.s}.checkpoints k WHERE {where}",
         params,
         True,
     )
-    for thread_id, ns, cid, base_id in rows:
+    for thread_id, ns, cid, base_id, packed in rows:
         chain = yield Query(ctx.sql.CHAIN_SQL, {"thread_id": thread_id, "ns": ns, "first": base_id, "last": cid}, True)
-        state = yield from rebuild_steps(ctx.sql, thread_id, ns, cid, base_id, chain)
+        state = yield from rebuild_steps(ctx, thread_id, ns, cid, base_id, chain)
         text = dumps(state)
-        yield Query(ctx.sql.MATERIALIZE_SQL, {"thread_id": thread_id, "ns": ns, "id": cid, "snapshot": text, "bytes": len(text)})
+        stored = text
+        if ctx.sealer is not None:
+            versions = checkpoint_of(packed).get("channel_versions") or {}
+            stored = seal_part(ctx.sealer, (thread_id, ns, cid), "snapshot", state, {ch: str(versions.get(ch, "")) for ch in state})
+        yield Query(ctx.sql.MATERIALIZE_SQL, {"thread_id": thread_id, "ns": ns, "id": cid, "snapshot": stored, "bytes": len(text)})
     return None
 
 
@@ -168,8 +175,49 @@ SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, 
 ON CONFLICT DO NOTHING""",
         {"src": src, "dst": dst},
     )
+    if ctx.sealer is not None:
+        yield from _reseal_steps(ctx, src, dst)
     yield from republish_steps(ctx, [dst], [])
     ctx.heads.forget([dst])
+    return None
+
+
+def _reseal_steps(ctx: Context, src: str, dst: str) -> Steps:
+    """An encrypting saver's copy: each sealed part opened where it was
+    (the source thread) and sealed again where it is (the copy)."""
+    assert ctx.sealer is not None
+    s = ctx.sql.s
+    rows = yield Query(
+        f"SELECT checkpoint_ns, checkpoint_id, delta::text, snapshot::text FROM {s}.checkpoints WHERE thread_id = %s",
+        (dst,),
+        True,
+    )
+    for ns, cid, delta, snapshot in rows:
+        new: list[str | None] = []
+        for kind, text in (("delta", delta), ("snapshot", snapshot)):
+            if text is None:
+                new.append(None)
+                continue
+            envelope = json.loads(text)
+            value = open_part(ctx.sealer, (src, ns, cid), kind, envelope)
+            new.append(seal_part(ctx.sealer, (dst, ns, cid), kind, value, envelope["c"]))
+        yield Query(
+            f"UPDATE {s}.checkpoints SET delta = %s::json, snapshot = %s::json "
+            "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+            (new[0], new[1], dst, ns, cid),
+        )
+    writes = yield Query(
+        f"SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, value FROM {s}.writes WHERE thread_id = %s",
+        (dst,),
+        True,
+    )
+    for ns, cid, task_id, idx, channel, value in writes:
+        opened = open_write(ctx.sealer, (src, ns, cid), task_id, idx, channel, value)
+        yield Query(
+            f"UPDATE {s}.writes SET value = %s::json "
+            "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s AND task_id = %s AND idx = %s",
+            (seal_write(ctx.sealer, (dst, ns, cid), task_id, idx, channel, opened), dst, ns, cid, task_id, idx),
+        )
     return None
 
 

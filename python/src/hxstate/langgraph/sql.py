@@ -132,10 +132,21 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
    AND k.checkpoint_id >= %(first)s AND k.checkpoint_id <= %(last)s
    AND (%(below)s::text IS NULL OR k.checkpoint_id < %(below)s)
  ORDER BY k.checkpoint_id"""
-        # what chain() walks to, when the rows of the range are not enough
-        # (a parent not older than its child)
-        self.CHAIN_FALLBACK_SQL = f"""SELECT x::text FROM unnest({s}.chain(%(thread_id)s, %(ns)s, %(id)s)) WITH ORDINALITY AS u(x, i)
- ORDER BY u.i = 1 DESC, u.i DESC"""
+        # a checkpoint's chain walked from it by its parents, when the rows
+        # of a range do not hold it (a parent not older than its child):
+        # (id, part, whether it is the snapshot), its snapshot first
+        self.CHAIN_WALK_SQL = f"""WITH RECURSIVE w AS (
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.snapshot, c.delta, 1 AS depth
+      FROM {s}.checkpoints c
+     WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s AND c.checkpoint_id = %(id)s
+    UNION ALL
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.snapshot, c.delta, w.depth + 1
+      FROM {s}.checkpoints c JOIN w ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s
+                                   AND c.checkpoint_id = w.parent_checkpoint_id
+     WHERE w.snapshot IS NULL)
+SELECT w.checkpoint_id, CASE WHEN w.snapshot IS NOT NULL THEN w.snapshot::text ELSE w.delta::text END,
+       w.snapshot IS NOT NULL
+  FROM w ORDER BY w.depth DESC"""
         # a put's parent: its bookkeeping and chain, the namespace's newest
         # checkpoint after it (the stream's head, when not this one), a
         # checkpoint that already continued from it (another writer's:

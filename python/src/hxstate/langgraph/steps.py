@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 if TYPE_CHECKING:
     from hxstate.langgraph.codec import Codec
     from hxstate.langgraph.heads import HeadCache
+    from hxstate.langgraph.sealing import Sealer
     from hxstate.langgraph.sql import Statements
 
 __all__ = ["Context", "Query", "Rows", "Steps", "StepsOf"]
@@ -38,6 +39,7 @@ class Context(Protocol):
     sql: Statements
     codec: Codec
     heads: HeadCache
+    sealer: Sealer | None  # an encrypting saver's (sealing.py)
     snapshot_min_bytes: int
     rebuild_factor: float
     max_chain: int

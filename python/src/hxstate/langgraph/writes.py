@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 from hxstate.errors import NonDeterministicRetry
 from hxstate.langgraph.limits import check_id, check_key
 from hxstate.langgraph.ownership import check_owner_steps, epoch_steps, owner_of, refused
+from hxstate.langgraph.sealing import open_write, seal_write
 from hxstate.langgraph.steps import Context, Query, Steps
 from hxstate.langgraph.storage import dumps, pack, unpack
 from hxstate.langgraph.stream import interrupt_items
@@ -51,8 +52,13 @@ def put_writes_steps(
         target = special if ch in WRITES_IDX_MAP else regular
         idx = WRITES_IDX_MAP.get(ch, i)
         enc = ctx.codec.encode(value)
-        text = dumps(enc)
-        packed = pack(text) if target is regular else None
+        if ctx.sealer is not None:
+            # sealed where it belongs (compressed inside)
+            text = seal_write(ctx.sealer, (thread_id, ns, cid), task_id, idx, ch, enc)
+            packed = None
+        else:
+            text = dumps(enc)
+            packed = pack(text) if target is regular else None
         target[0].append(idx)
         target[1].append(ch)
         target[2].append(None if packed is not None else text)
@@ -64,7 +70,7 @@ def put_writes_steps(
         # in a transaction (put_writes needs one for them): its ownership first
         yield from check_owner_steps(ctx, thread_id, owner)
         yield Query(ctx.sql.UPSERT_WRITES_SQL, (*key, *special))
-        if INTERRUPT in special[1] and ns == "" and (yield from ctx.sql.server_steps()).publishing:
+        if INTERRUPT in special[1] and ns == "" and ctx.sealer is None and (yield from ctx.sql.server_steps()).publishing:
             yield from _publish_interrupts(ctx, thread_id, cid)
     if regular[0]:
         # one statement; the writes that were there already (a retry) are
@@ -80,7 +86,8 @@ def put_writes_steps(
         bad = [
             idx
             for idx, ch, value, packed in stored
-            if (ch, value if packed is None else json.loads(unpack(packed))) != mine[idx]
+            if (ch, open_write(ctx.sealer, (thread_id, ns, cid), task_id, idx, ch,
+                               value if packed is None else json.loads(unpack(packed)))) != mine[idx]
         ]
         if bad:
             raise NonDeterministicRetry(

@@ -14,6 +14,7 @@ async methods run its sync ones in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,8 +46,9 @@ from psycopg_pool import ConnectionPool
 from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
 from hxstate.langgraph.put import SLOW
+from hxstate.langgraph.runs import Admission
 
-__all__ = ["HxSaver", "BaseHxSaver"]
+__all__ = ["Admission", "BaseHxSaver", "HxSaver"]
 
 
 class HxSaver(BaseHxSaver):
@@ -244,7 +246,36 @@ class HxSaver(BaseHxSaver):
         epoch: int | None = self._run(self._epoch_steps(thread_id), transaction=False)
         return epoch
 
+    # -- admissions of runs (runs.py) ------------------------------------------
+
+    def admit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        """Record a run on its thread, with its input, before it is
+        dispatched (durable before anything else of it); idempotent."""
+        admission: Admission = self._run(self._admit_steps(thread_id, run_id, input))
+        return admission
+
+    def finish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        """Record how an admitted run ended (success, interrupt, error,
+        cancelled); the first end only."""
+        done: bool = self._run(self._finish_steps(thread_id, run_id, outcome, detail))
+        return done
+
+    def admissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        """The admitted runs (of a thread, or all) that have not ended, or all
+        of them; each with the number of checkpoints it wrote."""
+        found: builtins.list[Admission] = self._run(self._admissions_steps(thread_id, unfinished), transaction=False)
+        return found
+
     # the async API, in a worker thread
+
+    async def aadmit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        return await asyncio.to_thread(self.admit, thread_id, run_id, input)
+
+    async def afinish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        return await asyncio.to_thread(self.finish, thread_id, run_id, outcome, detail)
+
+    async def aadmissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        return await asyncio.to_thread(self.admissions, thread_id, unfinished=unfinished)
 
     async def aacquire(self, thread_id: str) -> str:
         return await asyncio.to_thread(self.acquire, thread_id)

@@ -71,7 +71,7 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
-from hxstate.errors import HxError, ThreadConflict
+from hxstate.errors import HxError, NonDeterministicRetry, ThreadConflict
 from hxstate.langgraph import HxSaver
 from hxstate.langgraph.limits import check_thread_id
 
@@ -535,11 +535,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise _invalid(str(bad)) from None
         payload = read_input(sys.stdin.buffer.read(args.max_input_bytes + 1), max_bytes=args.max_input_bytes)
         check_input(payload)
+        run_id = payload.get("runId")
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise _invalid("runId is a string")
         with HxSaver.from_conn_string(args.dsn, schema=args.schema) as saver:
-            # what the graph prints goes to standard error: standard output is the report's
-            with contextlib.redirect_stdout(sys.stderr):
-                graph = load_graph(args.graph, saver)
-                result = run(graph, payload, thread_id=args.thread, messages_key=args.messages_key)
+            # the run's admission, durable before anything else of it: a
+            # crash from here on leaves a record of a run that did not end
+            if run_id is not None:
+                _admit(saver, args.thread, run_id, payload)
+            try:
+                # what the graph prints goes to standard error: standard output is the report's
+                with contextlib.redirect_stdout(sys.stderr):
+                    graph = load_graph(args.graph, saver)
+                    config: RunnableConfig | None = {"metadata": {"run_id": run_id}} if run_id is not None else None
+                    result = run(graph, payload, thread_id=args.thread, messages_key=args.messages_key, config=config)
+            except Exception as exc:
+                if run_id is not None:
+                    saver.finish(args.thread, run_id, "error", _failed(exc).code)
+                raise
+            if run_id is not None:
+                saver.finish(args.thread, run_id, result["outcome"])
     except Exception as exc:
         err = _failed(exc)
         if not err.expose:
@@ -548,6 +563,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     _report(out, result)
     return 0
+
+
+def _admit(saver: HxSaver, thread_id: str, run_id: str, payload: Any) -> None:
+    """Admit the run (HxSaver.admit), once: a run admitted before and ended
+    is not run again, nor one admitted with another input; one admitted
+    and lost (no end) runs again."""
+    try:
+        admission = saver.admit(thread_id, run_id, payload)
+    except NonDeterministicRetry:
+        raise RunError("hxstate_run_duplicate", f"run {run_id} was admitted before, with another input") from None
+    if admission.outcome is not None:
+        raise RunError("hxstate_run_duplicate", f"run {run_id} was admitted before and ended ({admission.outcome})")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ saver's event loop (as AsyncPostgresSaver's do).
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar, cast
@@ -33,6 +34,7 @@ from psycopg_pool import AsyncConnectionPool
 from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
 from hxstate.langgraph.put import SLOW
+from hxstate.langgraph.runs import Admission
 
 __all__ = ["AsyncHxSaver"]
 
@@ -199,7 +201,31 @@ class AsyncHxSaver(BaseHxSaver):
         epoch: int | None = await self._run(self._epoch_steps(thread_id), transaction=False)
         return epoch
 
+    # -- admissions of runs (runs.py) ------------------------------------------
+
+    async def aadmit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        """HxSaver.admit, async."""
+        admission: Admission = await self._run(self._admit_steps(thread_id, run_id, input))
+        return admission
+
+    async def afinish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        done: bool = await self._run(self._finish_steps(thread_id, run_id, outcome, detail))
+        return done
+
+    async def aadmissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        found: builtins.list[Admission] = await self._run(self._admissions_steps(thread_id, unfinished), transaction=False)
+        return found
+
     # -- the sync API, on the saver's loop ----------------------------------------
+
+    def admit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        return self._sync(self.aadmit(thread_id, run_id, input))
+
+    def finish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        return self._sync(self.afinish(thread_id, run_id, outcome, detail))
+
+    def admissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        return self._sync(self.aadmissions(thread_id, unfinished=unfinished))
 
     def acquire(self, thread_id: str) -> str:
         return self._sync(self.aacquire(thread_id))

@@ -31,6 +31,7 @@ from hxstate.langgraph.heads import Head, Items, encode_channel
 from hxstate.langgraph.limits import check_id, check_key
 from hxstate.langgraph.ownership import OWNER_KEY, check_owner_steps, owner_of, refused
 from hxstate.langgraph.rebuild import rebuild_steps
+from hxstate.langgraph.sealing import seal_part
 from hxstate.langgraph.sql import Server
 from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
 from hxstate.langgraph.storage import checkpoint_of, dumps, pack
@@ -129,7 +130,7 @@ def read_parent(ctx: Context, t: Target) -> StepsOf[Parent]:
         base = dataclasses.replace(cached, **sizes, base_id=base_id)
     else:
         chain = yield Query(ctx.sql.CHAIN_SQL, {"thread_id": t.thread_id, "ns": t.ns, "first": base_id, "last": t.parent}, True)
-        state = yield from rebuild_steps(ctx.sql, t.thread_id, t.ns, t.parent, base_id, chain)
+        state = yield from rebuild_steps(ctx, t.thread_id, t.ns, t.parent, base_id, chain)
         base = Head(t.parent, dict(checkpoint_of(packed).get("channel_versions") or {}), state, **sizes, base_id=base_id)
     return Parent(base, base_id, newer is None, bool(interrupted), bool(exists), own)
 
@@ -238,14 +239,30 @@ def chain_row(ctx: Context, t: Target, parent: Parent, change: Change) -> Row:
     delta = dumps(change.ops)
     if base is None:
         snapshot = dumps(change.state)
-        return Row(None, snapshot, 0, 0, len(snapshot), len(snapshot), t.cid)
+        return _sealed(ctx, t, change, Row(None, snapshot, 0, 0, len(snapshot), len(snapshot), t.cid))
     chain_bytes = base.chain_bytes + len(delta)
     chain_len = base.chain_len + 1
     rebuild = base.snapshot_bytes + chain_bytes
     if rebuild > max(ctx.rebuild_factor * change.state_bytes, ctx.snapshot_min_bytes) or chain_len >= ctx.max_chain:
         snapshot = dumps(change.state)
-        return Row(delta, snapshot, 0, 0, len(snapshot), len(snapshot), t.cid)
-    return Row(delta, None, chain_bytes, chain_len, base.snapshot_bytes, change.state_bytes, parent.base_id)
+        return _sealed(ctx, t, change, Row(delta, snapshot, 0, 0, len(snapshot), len(snapshot), t.cid))
+    return _sealed(ctx, t, change, Row(delta, None, chain_bytes, chain_len, base.snapshot_bytes, change.state_bytes, parent.base_id))
+
+
+def _sealed(ctx: Context, t: Target, change: Change, row: Row) -> Row:
+    """An encrypting saver's row: its delta and snapshot sealed where they
+    belong (their sizes stay the plaintext's)."""
+    if ctx.sealer is None:
+        return row
+    where = (t.thread_id, t.ns, t.cid)
+    channels = {D.channel_of(op) for op in change.ops}
+    return dataclasses.replace(
+        row,
+        delta=None if row.delta is None else seal_part(
+            ctx.sealer, where, "delta", change.ops, {ch: str(t.versions.get(ch, "")) for ch in channels}),
+        snapshot=None if row.snapshot is None else seal_part(
+            ctx.sealer, where, "snapshot", change.state, {ch: str(t.versions.get(ch, "")) for ch in change.state}),
+    )
 
 
 def publish_steps(ctx: Context, t: Target, parent: Parent, change: Change) -> StepsOf[int | None]:
@@ -295,7 +312,8 @@ def fast_put_steps(
         return SLOW
     change = new_state(ctx, t, new_versions, base)
     row = chain_row(ctx, t, Parent(base, base.base_id if base is not None else t.cid), change)
-    publish = server.publishing and t.ns == ""
+    # an encrypting saver publishes nothing: its events would be plaintext
+    publish = server.publishing and t.ns == "" and ctx.sealer is None
     patch = root_state = None
     if publish and base is not None:
         patch = dumps(change.patch)
@@ -371,7 +389,8 @@ def put_steps(
     parent = yield from read_parent(ctx, t)
     change = new_state(ctx, t, new_versions, parent.base)
     row = chain_row(ctx, t, parent, change)
-    seq = (yield from publish_steps(ctx, t, parent, change)) if server.publishing and t.ns == "" else None
+    publish = server.publishing and t.ns == "" and ctx.sealer is None
+    seq = (yield from publish_steps(ctx, t, parent, change)) if publish else None
     # the id is the row's own column
     bookkeeping = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
     yield Query(

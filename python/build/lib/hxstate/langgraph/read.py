@@ -16,6 +16,7 @@ from hxstate.langgraph import delta as D
 from hxstate.langgraph.heads import Head, Items, items_of, unchanged
 from hxstate.langgraph.put import FORK_KEY
 from hxstate.langgraph.rebuild import rebuild_steps
+from hxstate.langgraph.sealing import Sealer, open_part, open_write
 from hxstate.langgraph.steps import Context, Query, Rows, Steps, StepsOf
 from hxstate.langgraph.storage import checkpoint_of, dumps, unpack
 
@@ -42,7 +43,7 @@ def get_steps(ctx: Context, config: RunnableConfig) -> Steps:
         # the head the saver remembers: its values as they were put, when
         # unchanged since
         return to_tuple(ctx, row, cached.state, remember=False, fork=bool(row[12]), head=cached)
-    state = yield from rebuild_steps(ctx.sql, thread_id, ns, row[2], row[11], rows)
+    state = yield from rebuild_steps(ctx, thread_id, ns, row[2], row[11], rows)
     # a run from a checkpoint that is not its namespace's newest, asked
     # for by id, branches from it (time travel): its config says so, and
     # LangGraph carries it to the run's puts
@@ -136,7 +137,7 @@ class Pager:
             groups.setdefault((r[1], r[2]), []).append((r[3], r[0]))
         states: dict[tuple[str, str, str], dict[str, Any]] = {}
         for (thread_id, ns), targets in groups.items():
-            cached = self.ranges.setdefault((thread_id, ns), RangeRows())
+            cached = self.ranges.setdefault((thread_id, ns), RangeRows(self.ctx.sealer, thread_id, ns))
             found = yield from range_states_steps(self.ctx, thread_id, ns, targets, cached)
             for cid, state in found.items():
                 states[(thread_id, ns, cid)] = state
@@ -159,7 +160,8 @@ class RangeRows:
     up: each row's parent, its delta parsed (once), and the snapshot text
     of the rows where a replay may start."""
 
-    def __init__(self) -> None:
+    def __init__(self, sealer: Sealer | None = None, thread_id: str = "", ns: str = "") -> None:
+        self.sealer, self.thread_id, self.ns = sealer, thread_id, ns
         self.lo: str | None = None
         self.parents: dict[str, str | None] = {}
         self.snapshots: dict[str, str] = {}
@@ -181,8 +183,13 @@ class RangeRows:
             if r[2] is not None:
                 self.snapshots[r[0]] = r[2]
         with_delta = [r for r in rows if r[3] is not None]
-        # one call of the parser for all the deltas
-        parsed = json.loads("[" + ",".join(r[3] for r in with_delta) + "]") if with_delta else []
+        if self.sealer is None:
+            # one call of the parser for all the deltas
+            parsed = json.loads("[" + ",".join(r[3] for r in with_delta) + "]") if with_delta else []
+            if any(type(ops) is not list for ops in parsed):
+                open_part(None, (self.thread_id, self.ns, ""), "delta", {"$hx": "sealed"})
+        else:
+            parsed = [open_part(self.sealer, (self.thread_id, self.ns, r[0]), "delta", json.loads(r[3])) for r in with_delta]
         self.deltas.update((r[0], ops) for r, ops in zip(with_delta, parsed))
         self.lo = first if self.lo is None else min(self.lo, first)
 
@@ -191,7 +198,8 @@ class RangeRows:
         lists copied, their items shared)."""
         state = self.parsed.get(cid)
         if state is None:
-            state = self.parsed[cid] = json.loads(self.snapshots[cid])
+            state = self.parsed[cid] = open_part(
+                self.sealer, (self.thread_id, self.ns, cid), "snapshot", json.loads(self.snapshots[cid]))
         return {ch: v.copy() if type(v) is list else v for ch, v in state.items()}
 
     def drop_newer(self, cid: str) -> None:
@@ -210,7 +218,7 @@ def range_states_steps(
     lists copied, their items shared; another branch's target starts again
     from its own chain).  A target whose chain the rows do not hold (a
     parent not older than its child) is rebuilt alone by chain()."""
-    rows = cached if cached is not None else RangeRows()
+    rows = cached if cached is not None else RangeRows(ctx.sealer, thread_id, ns)
     first = min(min(base_id, cid) for cid, base_id in targets)
     last = max(cid for cid, _ in targets)
     need = rows.missing(first, last)
@@ -227,7 +235,7 @@ def range_states_steps(
     for cid, base_id in sorted(targets):
         path, start = _path(cid, rows.parents, rows.snapshots, rows.deltas, at_row if replayer is not None else None)
         if path is None:
-            out[cid] = yield from rebuild_steps(ctx.sql, thread_id, ns, cid, base_id, [])
+            out[cid] = yield from rebuild_steps(ctx, thread_id, ns, cid, base_id, [])
             continue
         if start is not None:
             replayer = D.Replayer(rows.snapshot(start))
@@ -305,7 +313,9 @@ def to_tuple(
                  chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id=base_id),
         )
     pending = [
-        (w[0], w[1], ctx.codec.decode(w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))
+        (w[0], w[1], ctx.codec.decode(open_write(
+            ctx.sealer, (thread_id, ns, cid), w[0], w[4], w[1],
+            w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5]))))))
         for w in writes or []
     ]
     configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}

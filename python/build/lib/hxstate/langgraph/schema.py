@@ -133,6 +133,23 @@ $$""",
 )""",
         f"""COMMENT ON TABLE {s}.owners IS
     'the writer that owns a LangGraph thread kept by HxSaver: a write must carry its token (configurable hx_owner)'""",
+        # a run admitted on a thread before it was dispatched: its input,
+        # and once it ended, how; its checkpoints carry its id in their
+        # metadata (run_id), so an admission with none and no end is a run
+        # that was lost before its first checkpoint
+        f"""CREATE TABLE {s}.runs (
+    thread_id text NOT NULL,
+    run_id text NOT NULL,
+    input json NOT NULL,
+    admitted_at timestamptz NOT NULL DEFAULT now(),
+    outcome text,
+    detail text,
+    finished_at timestamptz,
+    PRIMARY KEY (thread_id, run_id),
+    CHECK ((outcome IS NULL) = (finished_at IS NULL))
+)""",
+        f"""COMMENT ON TABLE {s}.runs IS
+    'runs admitted on LangGraph threads kept by HxSaver: what each was asked, and how it ended (NULL: not yet, or lost)'""",
     ]
 
 

@@ -132,10 +132,21 @@ SELECT k.checkpoint_id, k.parent_checkpoint_id,
    AND k.checkpoint_id >= %(first)s AND k.checkpoint_id <= %(last)s
    AND (%(below)s::text IS NULL OR k.checkpoint_id < %(below)s)
  ORDER BY k.checkpoint_id"""
-        # what chain() walks to, when the rows of the range are not enough
-        # (a parent not older than its child)
-        self.CHAIN_FALLBACK_SQL = f"""SELECT x::text FROM unnest({s}.chain(%(thread_id)s, %(ns)s, %(id)s)) WITH ORDINALITY AS u(x, i)
- ORDER BY u.i = 1 DESC, u.i DESC"""
+        # a checkpoint's chain walked from it by its parents, when the rows
+        # of a range do not hold it (a parent not older than its child):
+        # (id, part, whether it is the snapshot), its snapshot first
+        self.CHAIN_WALK_SQL = f"""WITH RECURSIVE w AS (
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.snapshot, c.delta, 1 AS depth
+      FROM {s}.checkpoints c
+     WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s AND c.checkpoint_id = %(id)s
+    UNION ALL
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.snapshot, c.delta, w.depth + 1
+      FROM {s}.checkpoints c JOIN w ON c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s
+                                   AND c.checkpoint_id = w.parent_checkpoint_id
+     WHERE w.snapshot IS NULL)
+SELECT w.checkpoint_id, CASE WHEN w.snapshot IS NOT NULL THEN w.snapshot::text ELSE w.delta::text END,
+       w.snapshot IS NOT NULL
+  FROM w ORDER BY w.depth DESC"""
         # a put's parent: its bookkeeping and chain, the namespace's newest
         # checkpoint after it (the stream's head, when not this one), a
         # checkpoint that already continued from it (another writer's:
@@ -207,6 +218,20 @@ ON CONFLICT (thread_id) DO UPDATE SET epoch = o.epoch + 1, token = (o.epoch + 1)
 RETURNING o.token"""
         self.RELEASE_SQL = f"DELETE FROM {s}.owners WHERE thread_id = %(thread_id)s AND token = %(token)s RETURNING epoch"
         self.EPOCH_SQL = f"SELECT epoch FROM {s}.owners WHERE thread_id = %(thread_id)s"
+        # admissions of runs (runs.py)
+        admission = f"""r.thread_id, r.run_id, r.input, r.admitted_at, r.outcome, r.detail, r.finished_at,
+       (SELECT count(*) FROM {s}.checkpoints c WHERE c.thread_id = r.thread_id AND c.metadata ->> 'run_id' = r.run_id)"""
+        self.ADMIT_SQL = f"""WITH ins AS (INSERT INTO {s}.runs (thread_id, run_id, input)
+                  VALUES (%(thread_id)s, %(run_id)s, %(input)s::json) ON CONFLICT DO NOTHING RETURNING *)
+SELECT true, {admission.replace("r.", "r.", 1)} FROM ins r
+UNION ALL
+SELECT false, {admission} FROM {s}.runs r
+ WHERE r.thread_id = %(thread_id)s AND r.run_id = %(run_id)s AND NOT EXISTS (SELECT FROM ins)"""
+        self.FINISH_SQL = f"""UPDATE {s}.runs SET outcome = %(outcome)s, detail = %(detail)s, finished_at = now()
+ WHERE thread_id = %(thread_id)s AND run_id = %(run_id)s AND outcome IS NULL RETURNING run_id"""
+        self.ADMISSIONS_SQL = f"""SELECT {admission} FROM {s}.runs r
+ WHERE (%(thread_id)s::text IS NULL OR r.thread_id = %(thread_id)s) AND (NOT %(unfinished)s OR r.outcome IS NULL)
+ ORDER BY r.admitted_at, r.thread_id, r.run_id"""
         self.INTERRUPTS_SQL = f"""SELECT (SELECT max(c.checkpoint_id) FROM {s}.checkpoints c
           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = '') = %(id)s,
        (SELECT jsonb_agg(w.value::jsonb ORDER BY w.task_path, w.task_id, w.idx) FROM {s}.writes w

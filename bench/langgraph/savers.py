@@ -242,7 +242,8 @@ class Contender:
 
     def point(self, t: int) -> None:
         head = self.saver.get_tuple(self.cfg)
-        n_messages = len(head.checkpoint["channel_values"].get("messages", [])) if head else 0
+        # the graph's view: a DeltaChannel's head checkpoint holds no list
+        n_messages = len(self.graph.get_state(self.cfg).values.get("messages", []))
         tables = disk(self.probe, self.schemas)
         self.results.append(
             {

@@ -7,6 +7,7 @@ OBJS = \
 	src/compress.o \
 	src/detoast.o \
 	src/diff.o \
+	src/emit.o \
 	src/encode.o \
 	src/equal.o \
 	src/eventlog.o \
@@ -14,11 +15,13 @@ OBJS = \
 	src/history.o \
 	src/hxstate.o \
 	src/merge.o \
+	src/message.o \
 	src/names.o \
 	src/ops.o \
 	src/patch.o \
 	src/phase.o \
 	src/send.o \
+	src/snapshot.o \
 	src/pointer.o \
 	src/step.o \
 	src/stream.o \
@@ -34,10 +37,10 @@ DATA = \
 	sql/hxstate--0.5.0--0.6.0.sql \
 	sql/hxstate--0.6.0.sql
 
-REGRESS = setup patch merge diff compress limits guard phase stream names send security searchpath steps replay sessions upgrade
-REGRESS_OPTS = --load-extension=hxstate
+REGRESS = setup patch merge diff compress limits guard phase stream names send runs security searchpath steps replay sessions upgrade
+REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send step-promote upgrade-rename
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit step-promote upgrade-rename
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

@@ -124,7 +124,7 @@ async function main() {
   // the README's sessions table, with its guards and its stream
   await db.query('DROP TABLE IF EXISTS sessions');
   await db.query(fs.readFileSync(path.join(__dirname, '..', 'docs', 'sessions.sql'), 'utf8'));
-  console.log('  (docs/sessions.sql, the table of the README\'s "Getting started")');
+  console.log('  (docs/sessions.sql, the table of the README\'s "A session")');
 
   await db.query('SELECT hx_stream_publication()'); // the gateway follows the log over the WAL
 

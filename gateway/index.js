@@ -9,8 +9,10 @@ const { createGateway, Gateway } = require('./lib/gateway');
 const { mintToken, verifyToken, tokenAuthorizer, requestToken } = require('./lib/token');
 const { refusal } = require('./lib/frames');
 const { messagesOf, interruptsOf, capabilitiesOf } = require('./lib/agui');
+const { setupDurable } = require('./lib/durable/setup');
+const { durableToken } = require('./lib/durable/auth');
 
 module.exports = {
   createGateway, Gateway, mintToken, verifyToken, tokenAuthorizer, requestToken, refusal,
-  messagesOf, interruptsOf, capabilitiesOf,
+  messagesOf, interruptsOf, capabilitiesOf, setupDurable, durableToken,
 };

@@ -290,7 +290,38 @@ AS 'MODULE_PATHNAME', 'hx_stream_send'
 LANGUAGE C VOLATILE;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_send(pg_catalog.text, pg_catalog.jsonb)
-IS 'append an AG-UI event (STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT or CUSTOM) to a log stream "@<name>" as its next event; its seq';
+IS 'append an AG-UI event (a state event, or a run''s message, tool call, reasoning, step or CUSTOM event) to a log stream "@<name>" as its next event; its seq';
+
+-- A run's events in a row's stream: its messages, tool calls and reasoning
+-- as the run makes them, between the state events of the row's changes.
+-- The caller must be allowed to update the row (it is locked as an UPDATE
+-- locks it); the events are logged as the table's owner, as the trigger
+-- logs its changes.
+CREATE FUNCTION @extschema@.hx_stream_emit(source pg_catalog.regclass, key pg_catalog.text,
+                                           events pg_catalog.jsonb)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'hx_stream_emit'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.hx_stream_emit(pg_catalog.regclass, pg_catalog.text, pg_catalog.jsonb)
+IS 'append a run''s AG-UI events (messages, tool calls and reasoning as they are made, steps, CUSTOM) to the stream of a table''s row, all or none; the seq of the last';
+
+-- What SQL of a writer's own inserts into the log (INSERT, COPY) must be
+-- what hx_stream_send would write: an event of a log stream, with the
+-- stream's next seq and its metadata, dated now.  Writers with INSERT on
+-- the log may not write a table's streams, reuse or skip a seq, or date an
+-- event out of order; superusers and the log's owner may (pg_restore).
+-- The extension's own writes need no check, and bypass it.
+CREATE FUNCTION @extschema@.hx_event_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'hx_event_guard'
+LANGUAGE C;
+
+COMMENT ON FUNCTION @extschema@.hx_event_guard()
+IS 'row trigger of hx_event: an event inserted by SQL must be a log stream''s next, with its metadata, dated now';
+
+CREATE TRIGGER hx_event_guard BEFORE INSERT ON @extschema@.hx_event
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.hx_event_guard();
 
 -- Batched reads, for a process that follows many streams over a few
 -- connections: snapshots of many keys, the last seqs of many streams, and
@@ -645,3 +676,20 @@ LANGUAGE C STABLE STRICT;
 
 COMMENT ON FUNCTION @extschema@.hx_stream_state_at(pg_catalog.text, pg_catalog.int8)
 IS 'a stream''s state right after its event seq, rebuilt from the last snapshot before it and the deltas after';
+
+--
+-- Who may call what.  The pure functions, the trigger functions a table's
+-- owner attaches (EXECUTE is checked when the trigger is created), the
+-- readers of the log and of snapshots (which read as the caller, under its
+-- privileges and row-level security) and the writers (hx_stream_send,
+-- hx_stage, hx_promote: the log's and the step tables' privileges decide)
+-- stay callable by every role.  What describes the whole database, or
+-- maintains it, is for the roles an administrator grants it to.
+--
+REVOKE EXECUTE ON FUNCTION @extschema@.hx_stream_tables() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.hx_event_ring(pg_catalog.timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.hx_stream_trim(pg_catalog.interval, pg_catalog.text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.hx_step_trim(pg_catalog.interval) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.hx_stream_publication(pg_catalog.name) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.hx_machine_changed() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.hx_event_guard() FROM PUBLIC;

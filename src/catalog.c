@@ -21,6 +21,7 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
+#include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -111,4 +112,18 @@ hx_extension_relid(const char *relname)
 						get_namespace_name(nspoid), relname),
 				 errhint("Update the extension: ALTER EXTENSION hxstate UPDATE.")));
 	return relid;
+}
+
+/*
+ * The function name() of the extension's schema that takes no arguments,
+ * or InvalidOid where the installed scripts have none (an older version)
+ */
+Oid
+hx_extension_function(const char *name)
+{
+	Oid			nspoid = hx_extension_namespace();
+
+	return LookupFuncName(list_make2(makeString(get_namespace_name(nspoid)),
+									 makeString(pstrdup(name))),
+						  0, NULL, true);
 }

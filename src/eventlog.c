@@ -83,6 +83,11 @@ static Oid	bucket_relids[HX_LOG_BUCKETS];
 static bool stale = true;
 static bool ring_intact = false;	/* partition b takes the days b mod 8 */
 static int	insert_depth = 0;	/* INSERTs of the log running, nested */
+static Oid	guard_foid = InvalidOid;	/* hx_event_guard(), where installed */
+
+/* The event hx_log_insert() is inserting through SPI, for the guard */
+static const char *inserting_stream = NULL;
+static int64 inserting_seq = 0;
 
 /*
  * The CHECK constraints of each partition, compiled once per backend
@@ -278,6 +283,7 @@ hx_log_prepare(void)
 	stale = false;
 
 	log_relid = hx_extension_relid("hx_event");
+	guard_foid = hx_extension_function("hx_event_guard");
 	for (i = 0; i < HX_LOG_BUCKETS; i++)
 		bucket_relids[i] = hx_extension_relid(psprintf("hx_event_%d", i));
 	ring_intact = check_ring();
@@ -352,10 +358,25 @@ probe(Oid relid, Datum streamtext, Snapshot snapshot, int64 *seq,
 int64
 hx_log_next_seq(const char *stream)
 {
+	int64		last;
+	TimestampTz last_at;
+
+	hx_log_last(stream, &last, &last_at);
+	return last + 1;
+}
+
+/*
+ * The seq and created_at of the stream's last event (0 and -infinity when
+ * it has none), as hx_log_next_seq() finds them.
+ */
+void
+hx_log_last(const char *stream, int64 *last_seq, TimestampTz *last_at)
+{
 	Snapshot	snapshot;
 	Datum		streamtext = CStringGetTextDatum(stream);
 	int64		today = day_of(GetCurrentTimestamp());
 	int64		last = 0;
+	TimestampTz at = DT_NOBEGIN;
 	int			k;
 
 	hx_log_prepare();
@@ -370,7 +391,11 @@ hx_log_next_seq(const char *stream)
 		if (!probe(bucket_relids[bucket_of_day(day)], streamtext, snapshot,
 				   &seq, &created_at))
 			continue;
-		last = Max(last, seq);
+		if (seq > last)
+		{
+			last = seq;
+			at = created_at;
+		}
 		/*
 		 * From this partition's day: the newest, when the partitions hold
 		 * the days of the ring; otherwise every one is probed.
@@ -379,7 +404,26 @@ hx_log_next_seq(const char *stream)
 			break;
 	}
 	UnregisterSnapshot(snapshot);
-	return last + 1;
+	*last_seq = last;
+	*last_at = at;
+}
+
+/*
+ * Are the triggers of the log (or a partition) only the extension's own
+ * hx_event_guard?  It checks what SQL inserts; the events written here are
+ * made by the extension, with the stream's next seq, and need no check.
+ */
+static bool
+only_guard(TriggerDesc *td)
+{
+	int			i;
+
+	if (!OidIsValid(guard_foid))
+		return false;
+	for (i = 0; i < td->numtriggers; i++)
+		if (td->triggers[i].tgfoid != guard_foid)
+			return false;
+	return true;
 }
 
 /*
@@ -392,8 +436,8 @@ plain_log_relation(Relation rel, bool partition)
 	TupleDesc	desc = RelationGetDescr(rel);
 	int			i;
 
-	if (rel->rd_rel->relrowsecurity || rel->trigdesc != NULL ||
-		rel->rd_rules != NULL)
+	if (rel->rd_rel->relrowsecurity || rel->rd_rules != NULL ||
+		(rel->trigdesc != NULL && !only_guard(rel->trigdesc)))
 		return false;
 	if (!partition)
 		return true;
@@ -571,18 +615,38 @@ hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 		return;
 	}
 
-	insert_depth++;
-	PG_TRY();
 	{
-		if (SPI_execute_plan(insert_plan, values, NULL, false, 1) != SPI_OK_INSERT)
-			elog(ERROR, "could not log event %lld of stream \"%s\"",
-				 (long long) seq, stream);
+		const char *save_stream = inserting_stream;
+		int64		save_seq = inserting_seq;
+
+		insert_depth++;
+		inserting_stream = stream;
+		inserting_seq = seq;
+		PG_TRY();
+		{
+			if (SPI_execute_plan(insert_plan, values, NULL, false, 1) != SPI_OK_INSERT)
+				elog(ERROR, "could not log event %lld of stream \"%s\"",
+					 (long long) seq, stream);
+		}
+		PG_FINALLY();
+		{
+			insert_depth--;
+			inserting_stream = save_stream;
+			inserting_seq = save_seq;
+		}
+		PG_END_TRY();
 	}
-	PG_FINALLY();
-	{
-		insert_depth--;
-	}
-	PG_END_TRY();
+}
+
+/*
+ * Is the row (stream, seq) the event that hx_log_insert() is inserting
+ * through SPI (so that hx_event_guard lets it pass)?
+ */
+bool
+hx_log_inserting(const char *stream, int64 seq)
+{
+	return inserting_stream != NULL && seq == inserting_seq &&
+		strcmp(stream, inserting_stream) == 0;
 }
 
 PG_FUNCTION_INFO_V1(hx_event_ring);

@@ -13,6 +13,7 @@
 
 #include "hxstate.h"
 
+#include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 
 /*
@@ -25,7 +26,7 @@
  * hx_event_ring().  The install script's partition key cannot call C (nor
  * change once the log exists), so it spells the same arithmetic out, and
  * check_ring() verifies at run time that it agrees, by evaluating it;
- * sql/stream.sql compares the partitions that routing picks with the ring.
+ * test/sql/stream.sql compares the partitions that routing picks with the ring.
  */
 #define HX_LOG_BUCKETS			8
 #define HX_LOG_BUCKET_SECONDS	86400
@@ -34,6 +35,9 @@ extern void hx_log_init(void);
 extern void hx_log_prepare(void);
 extern Oid	hx_log_relid(void);
 extern int64 hx_log_next_seq(const char *stream);
+extern void hx_log_last(const char *stream, int64 *last_seq,
+						TimestampTz *last_at);
+extern bool hx_log_inserting(const char *stream, int64 seq);
 extern void hx_log_insert(const char *stream, int64 seq, const char *type,
 						  Jsonb *event);
 

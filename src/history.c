@@ -140,16 +140,29 @@ replay_drop_state(Replay *r)
 	r->begun = false;
 }
 
+/* Is the event's type the string type (of len bytes)? */
+static bool
+is_type(Jsonb *event, const char *type, int len)
+{
+	JsonbValue	v;
+
+	return event_member(event, "type", &v) && v.type == jbvString &&
+		v.val.string.len == len && memcmp(v.val.string.val, type, len) == 0;
+}
+
 /*
  * Replay one event, detoasted in a short-lived context that is reset once
- * this returns: nothing kept may point into it.
+ * this returns: nothing kept may point into it.  Events are told apart by
+ * their type: a stream holds a run's events too (messages and tool calls
+ * as they were made, whose fragments are "delta" strings), which leave the
+ * state as it is.
  */
 static void
 replay_event(Replay *r, Jsonb *event)
 {
 	JsonbValue	v;
 
-	if (event_member(event, "snapshot", &v))
+	if (is_type(event, "STATE_SNAPSHOT", 14) && event_member(event, "snapshot", &v))
 	{
 		/* a snapshot: the state starts over from it, copied */
 		MemoryContext oldcxt;
@@ -167,7 +180,8 @@ replay_event(Replay *r, Jsonb *event)
 		replay_drop_state(r);
 		r->ended = true;
 	}
-	else if (r->begun && event_member(event, "delta", &v))
+	else if (r->begun && is_type(event, "STATE_DELTA", 11) &&
+			 event_member(event, "delta", &v))
 	{
 		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
 			ereport(ERROR,

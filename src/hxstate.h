@@ -43,6 +43,7 @@
 #define ERRCODE_HX_STEP_PROMOTED		MAKE_SQLSTATE('X','H','2','0','2')
 #define ERRCODE_HX_WRONG_ROW			MAKE_SQLSTATE('X','H','2','0','3')
 #define ERRCODE_HX_TRIMMED				MAKE_SQLSTATE('X','H','3','0','1')
+#define ERRCODE_HX_OUT_OF_SEQUENCE		MAKE_SQLSTATE('X','H','3','0','2')
 
 /* Core codes used with one meaning throughout hxstate */
 #define ERRCODE_HX_MALFORMED			ERRCODE_INVALID_PARAMETER_VALUE /* 22023 */
@@ -61,6 +62,7 @@ extern const char *hx_clip(const char *s);
 extern Oid	hx_extension_namespace(void);
 extern int	hx_extension_version(void);
 extern Oid	hx_extension_relid(const char *relname);
+extern Oid	hx_extension_function(const char *name);
 
 /*
  * step.c: which streams the statement with command id cid promoted steps

@@ -21,25 +21,7 @@
  */
 #include "postgres.h"
 
-#include "mb/pg_wchar.h"
-
 #include "pointer.h"
-
-/*
- * A user string (a pointer, a key) for a message: cut to HX_MESSAGE_CLIP
- * bytes, on a character boundary, with "..." when cut.
- */
-const char *
-hx_clip(const char *s)
-{
-	int			len = strlen(s);
-	int			keep;
-
-	if (len <= HX_MESSAGE_CLIP)
-		return s;
-	keep = pg_mbcliplen(s, len, HX_MESSAGE_CLIP);
-	return psprintf("%.*s...", keep, s);
-}
 
 static void
 error_syntax(const HxPointer *ptr, bool tilde)

@@ -34,6 +34,8 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/pg_class.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -44,24 +46,62 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "eventlog.h"
 #include "names.h"
 #include "ops.h"
 #include "stream.h"
+#include "trigger.h"
 
-/* The events a log stream takes, and the member each needs */
-static const struct
+/*
+ * The events a stream takes from a writer, and the members each needs.
+ * State events (snapshots, deltas, messages) go to log streams only: a
+ * table's row makes its own.  A run's events (its messages, tool calls and
+ * reasoning as they are made, its steps, CUSTOM) go to log streams, and to
+ * a row's stream through hx_stream_emit().  The members are AG-UI's.
+ */
+typedef enum MemberShape
+{
+	SHAPE_ANY,
+	SHAPE_STRING,
+	SHAPE_ARRAY,
+	SHAPE_CONTENT				/* a string, or an array of content parts */
+} MemberShape;
+
+#define EVENT_MEMBERS 3
+
+typedef struct EventRule
 {
 	const char *type;
-	const char *member;
-	enum jbvType shape;			/* jbvArray, jbvString, or jbvNull: any */
-}			log_events[] =
+	bool		run;			/* a run's event, not a state event */
+	const char *members[EVENT_MEMBERS];
+	MemberShape shapes[EVENT_MEMBERS];
+} EventRule;
+
+static const EventRule event_rules[] =
 {
-	{"STATE_SNAPSHOT", "snapshot", jbvNull},
-	{"STATE_DELTA", "delta", jbvArray},
-	{"MESSAGES_SNAPSHOT", "messages", jbvArray},
-	{"CUSTOM", "name", jbvString},
+	{"STATE_SNAPSHOT", false, {"snapshot"}, {SHAPE_ANY}},
+	{"STATE_DELTA", false, {"delta"}, {SHAPE_ARRAY}},
+	{"MESSAGES_SNAPSHOT", false, {"messages"}, {SHAPE_ARRAY}},
+	{"CUSTOM", true, {"name"}, {SHAPE_STRING}},
+	{"TEXT_MESSAGE_START", true, {"messageId"}, {SHAPE_STRING}},
+	{"TEXT_MESSAGE_CONTENT", true, {"messageId", "delta"}, {SHAPE_STRING, SHAPE_STRING}},
+	{"TEXT_MESSAGE_END", true, {"messageId"}, {SHAPE_STRING}},
+	{"TOOL_CALL_START", true, {"toolCallId", "toolCallName"}, {SHAPE_STRING, SHAPE_STRING}},
+	{"TOOL_CALL_ARGS", true, {"toolCallId", "delta"}, {SHAPE_STRING, SHAPE_STRING}},
+	{"TOOL_CALL_END", true, {"toolCallId"}, {SHAPE_STRING}},
+	{"TOOL_CALL_RESULT", true, {"messageId", "toolCallId", "content"},
+	{SHAPE_STRING, SHAPE_STRING, SHAPE_CONTENT}},
+	{"REASONING_START", true, {"messageId"}, {SHAPE_STRING}},
+	{"REASONING_MESSAGE_START", true, {"messageId"}, {SHAPE_STRING}},
+	{"REASONING_MESSAGE_CONTENT", true, {"messageId", "delta"}, {SHAPE_STRING, SHAPE_STRING}},
+	{"REASONING_MESSAGE_END", true, {"messageId"}, {SHAPE_STRING}},
+	{"REASONING_END", true, {"messageId"}, {SHAPE_STRING}},
+	{"STEP_STARTED", true, {"stepName"}, {SHAPE_STRING}},
+	{"STEP_FINISHED", true, {"stepName"}, {SHAPE_STRING}},
 };
 
 /* A log stream is "@<name>" */
@@ -117,19 +157,70 @@ check_stream_end(Jsonb *event)
 				 errdetail("A log stream ends with {\"type\": \"CUSTOM\", \"name\": \"hx.stream_end\", \"value\": {\"reason\": \"...\"}}.")));
 }
 
-/*
- * Check an event for a log stream, and return its type: an object with a
- * "type" that a log stream takes and the member that type needs, in its
- * shape, and no member that another type has.
- */
 static const char *
-check_log_event(Jsonb *event)
+shape_name(MemberShape shape)
+{
+	switch (shape)
+	{
+		case SHAPE_STRING:
+			return "a string";
+		case SHAPE_ARRAY:
+			return "an array";
+		case SHAPE_CONTENT:
+			return "a string or an array";
+		default:
+			return "a value";
+	}
+}
+
+static bool
+shape_fits(MemberShape shape, JsonbValue *v)
+{
+	bool		array = v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data);
+
+	switch (shape)
+	{
+		case SHAPE_STRING:
+			return v->type == jbvString;
+		case SHAPE_ARRAY:
+			return array;
+		case SHAPE_CONTENT:
+			return v->type == jbvString || array;
+		default:
+			return true;
+	}
+}
+
+/* The list of types a place takes, for a message */
+static char *
+types_taken(bool row)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	for (i = 0; i < (int) lengthof(event_rules); i++)
+		if (!row || event_rules[i].run)
+			appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", event_rules[i].type);
+	return buf.data;
+}
+
+/*
+ * Check an event that a writer sends, and return its type: an object with
+ * a "type" that the stream takes (row: a table row's stream, which takes
+ * a run's events only; else a log stream) and the members that type
+ * needs, in their shapes.  "snapshot" is a STATE_SNAPSHOT's only, and
+ * "delta" a STATE_DELTA's patch or a run event's fragment of text: replay
+ * and followers read them by the event's type.  CUSTOM names beginning
+ * with "hx." are hxstate's, but for hx.stream_end, which ends a log stream.
+ */
+const char *
+hx_check_event(Jsonb *event, bool row)
 {
 	JsonbValue	v;
 	char	   *type;
-	int			t;
+	const EventRule *rule = NULL;
 	int			i;
-	int			ntypes = (int) lengthof(log_events);
 
 	if (JB_ROOT_IS_SCALAR(event) || !JB_ROOT_IS_OBJECT(event))
 	{
@@ -150,57 +241,70 @@ check_log_event(Jsonb *event)
 				 errmsg("member \"type\" of the event must be a string"),
 				 errdetail("It is of type %s.", value_type(&v))));
 	type = pnstrdup(v.val.string.val, v.val.string.len);
-	for (t = 0; t < ntypes; t++)
-		if (strcmp(type, log_events[t].type) == 0)
-			break;
-	if (t == ntypes)
+	for (i = 0; i < (int) lengthof(event_rules); i++)
+		if (strcmp(type, event_rules[i].type) == 0)
+			rule = &event_rules[i];
+	if (rule == NULL || (row && !rule->run))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 row ?
+				 errmsg("a row's stream takes no \"%s\" events from a writer", hx_clip(type)) :
 				 errmsg("a log stream takes no \"%s\" events", hx_clip(type)),
-				 errdetail("A log stream takes STATE_SNAPSHOT, STATE_DELTA, MESSAGES_SNAPSHOT and CUSTOM events.")));
+				 row ?
+				 errdetail("A row's stream takes a run's events from a writer (%s); its state events come from the row's changes.",
+						   types_taken(true)) :
+				 errdetail("A log stream takes %s.", types_taken(false))));
 
-	if (!member(event, log_events[t].member, &v))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s event has no member \"%s\"", type, log_events[t].member)));
-	if (log_events[t].shape == jbvArray &&
-		!(v.type == jbvBinary && JsonContainerIsArray(v.val.binary.data)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("member \"%s\" of a %s event must be an array",
-						log_events[t].member, type),
-				 errdetail("It is of type %s.", value_type(&v))));
-	if (log_events[t].shape == jbvString && v.type != jbvString)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("member \"%s\" of a %s event must be a string",
-						log_events[t].member, type),
-				 errdetail("It is of type %s.", value_type(&v))));
-
-	if (strcmp(type, "STATE_DELTA") == 0)
-		hx_patch_check(JsonbValueToJsonb(&v));
-	if (strcmp(type, "CUSTOM") == 0 && v.val.string.len >= 3 &&
-		strncmp(v.val.string.val, "hx.", 3) == 0)
+	for (i = 0; i < EVENT_MEMBERS && rule->members[i]; i++)
 	{
-		if (v.val.string.len == 13 &&
-			memcmp(v.val.string.val, "hx.stream_end", 13) == 0)
-			check_stream_end(event);
-		else
+		if (!member(event, rule->members[i], &v))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("CUSTOM event name \"%s\" is reserved",
-							hx_clip(pnstrdup(v.val.string.val, v.val.string.len))),
-					 errdetail("Names that begin with \"hx.\" are hxstate's own; a log stream may send \"hx.stream_end\".")));
+					 errmsg("%s event has no member \"%s\"", type, rule->members[i])));
+		if (!shape_fits(rule->shapes[i], &v))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("member \"%s\" of a %s event must be %s",
+							rule->members[i], type, shape_name(rule->shapes[i])),
+					 errdetail("It is of type %s.", value_type(&v))));
 	}
 
-	/* "snapshot" and "delta" on their own types only: replay reads them */
-	for (i = 0; i < 2; i++)
-		if (i != t && member(event, log_events[i].member, &v))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s event has a member \"%s\"", type, log_events[i].member),
-					 errdetail("Member \"%s\" belongs to %s events.",
-							   log_events[i].member, log_events[i].type)));
+	if (strcmp(type, "STATE_DELTA") == 0)
+	{
+		(void) member(event, "delta", &v);
+		hx_patch_check(JsonbValueToJsonb(&v));
+	}
+	if (strcmp(type, "CUSTOM") == 0)
+	{
+		(void) member(event, "name", &v);
+		if (v.val.string.len >= 3 && strncmp(v.val.string.val, "hx.", 3) == 0)
+		{
+			if (!row && v.val.string.len == 13 &&
+				memcmp(v.val.string.val, "hx.stream_end", 13) == 0)
+				check_stream_end(event);
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("CUSTOM event name \"%s\" is reserved",
+								hx_clip(pnstrdup(v.val.string.val, v.val.string.len))),
+						 row ?
+						 errdetail("Names that begin with \"hx.\" are hxstate's own; a row's stream ends when the row is deleted.") :
+						 errdetail("Names that begin with \"hx.\" are hxstate's own; a log stream may send \"hx.stream_end\".")));
+		}
+	}
+
+	/* "snapshot" on its own type only, "delta" on its own and run events */
+	if (strcmp(type, "STATE_SNAPSHOT") != 0 && member(event, "snapshot", &v))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s event has a member \"snapshot\"", type),
+				 errdetail("Member \"snapshot\" belongs to STATE_SNAPSHOT events.")));
+	if (strcmp(type, "STATE_DELTA") != 0 &&
+		(!rule->run || strcmp(type, "CUSTOM") == 0) && member(event, "delta", &v))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s event has a member \"delta\"", type),
+				 errdetail("Member \"delta\" belongs to STATE_DELTA events and to the fragments of a run's messages, tool calls and reasoning.")));
 	return type;
 }
 
@@ -255,7 +359,7 @@ hx_stream_send(PG_FUNCTION_ARGS)
 	stream = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	event = hx_detoast_jsonb(PG_GETARG_DATUM(1));
 	check_log_stream_name(stream);
-	type = check_log_event(event);
+	type = hx_check_event(event, false);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -269,4 +373,170 @@ hx_stream_send(PG_FUNCTION_ARGS)
 	seq = hx_stream_emit_ref(stream, type, body);
 	SPI_finish();
 	PG_RETURN_INT64(seq);
+}
+
+/* ---------------------------------------------------------------------
+ * hx_event_guard: what SQL may insert into the log
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * A column of the log's row, by name (a partition's columns may be laid
+ * out otherwise); false when it is NULL, which the log's NOT NULL
+ * constraints refuse once the BEFORE triggers are done.
+ */
+static bool
+log_column(TriggerData *trigdata, const char *name, Datum *value)
+{
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	int			attnum = SPI_fnumber(desc, name);
+	bool		isnull;
+
+	if (attnum <= 0)
+		elog(ERROR, "the log has no column \"%s\"", name);
+	*value = heap_getattr(trigdata->tg_trigtuple, attnum, desc, &isnull);
+	return !isnull;
+}
+
+/* The event's metadata must be {"stream": stream, "seq": seq} */
+static void
+check_metadata(Jsonb *event, const char *stream, int64 seq)
+{
+	JsonbValue	meta;
+	JsonbValue	v;
+	bool		ok = false;
+
+	if (member(event, "metadata", &meta) && meta.type == jbvBinary &&
+		JsonContainerIsObject(meta.val.binary.data) &&
+		JsonContainerSize(meta.val.binary.data) == 2 &&
+		getKeyJsonValueFromContainer(meta.val.binary.data, "stream", 6, &v) != NULL &&
+		v.type == jbvString && v.val.string.len == (int) strlen(stream) &&
+		memcmp(v.val.string.val, stream, v.val.string.len) == 0 &&
+		getKeyJsonValueFromContainer(meta.val.binary.data, "seq", 3, &v) != NULL &&
+		v.type == jbvNumeric)
+		ok = DatumGetBool(DirectFunctionCall2(numeric_eq,
+											  NumericGetDatum(v.val.numeric),
+											  NumericGetDatum(int64_to_numeric(seq))));
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("event %lld of stream \"%s\" must have metadata {\"stream\": \"%s\", \"seq\": %lld}",
+						(long long) seq, hx_clip(stream), hx_clip(stream), (long long) seq),
+				 errdetail("Followers read an event's stream and seq from its metadata.")));
+}
+
+static Oid
+log_owner(Oid logid)
+{
+	Relation	rel = table_open(logid, AccessShareLock);
+	Oid			owner = rel->rd_rel->relowner;
+
+	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+PG_FUNCTION_INFO_V1(hx_event_guard);
+
+/*
+ * hx_event_guard(): BEFORE INSERT FOR EACH ROW on hx_event.
+ *
+ * A role with INSERT on the log may log, through hx_stream (as a streamed
+ * table's owner) and hx_stream_send (as itself).  What it inserts with SQL
+ * of its own (INSERT, COPY) must be what hx_stream_send would have
+ * written: an event of a log stream ("@<name>"; a table's streams are
+ * written by their rows' triggers only), of a type that stream takes, with
+ * the stream's next seq and its metadata, dated now (a stream's events are
+ * dated in seq order, which finding its last seq relies on).  Otherwise a
+ * writer could put a snapshot into another application's stream, reuse a
+ * seq in another day's partition, or log seq 2^63-1 and stop the stream.
+ * Where a row-level security policy on the log allows it only some
+ * streams, it is confined to those.
+ *
+ * The extension's own writes are not checked here: they are made with the
+ * next seq (eventlog.c writes them straight into the partition when this
+ * is the log's only trigger, and lets through the one it inserts with SQL
+ * otherwise).  Nor are those of superusers and of the log's owner (a
+ * pg_restore of the log, say), who may disable the trigger anyway.
+ */
+Datum
+hx_event_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = hx_trigger_data(fcinfo, "hx_event_guard");
+	TriggerEvent ev = trigdata->tg_event;
+	char	   *stream;
+	int64		seq;
+	char	   *type;
+	const char *etype;
+	Jsonb	   *event;
+	TimestampTz created_at;
+	int64		last_seq;
+	TimestampTz last_at;
+	Oid			logid;
+	Datum		d[5];
+
+	if (!TRIGGER_FIRED_FOR_ROW(ev) || !TRIGGER_FIRED_BEFORE(ev) ||
+		!TRIGGER_FIRED_BY_INSERT(ev))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" must be BEFORE INSERT FOR EACH ROW",
+						trigdata->tg_trigger->tgname)));
+
+	if (!log_column(trigdata, "stream", &d[0]) || !log_column(trigdata, "seq", &d[1]) ||
+		!log_column(trigdata, "type", &d[2]) || !log_column(trigdata, "event", &d[3]) ||
+		!log_column(trigdata, "created_at", &d[4]))
+		return PointerGetDatum(trigdata->tg_trigtuple);
+	stream = TextDatumGetCString(d[0]);
+	seq = DatumGetInt64(d[1]);
+	if (hx_log_inserting(stream, seq))
+		return PointerGetDatum(trigdata->tg_trigtuple);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	hx_log_prepare();
+	logid = hx_log_relid();
+	if (superuser() || has_privs_of_role(GetUserId(), log_owner(logid)))
+	{
+		SPI_finish();
+		return PointerGetDatum(trigdata->tg_trigtuple);
+	}
+
+	if (stream[0] != HX_LOG_STREAM_MARK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to insert into stream \"%s\"", hx_clip(stream)),
+				 errdetail("The events of a table's streams are written by the table's hx_stream trigger only."),
+				 errhint("Log streams, named \"%c<name>\", take events from hx_stream_send().",
+						 HX_LOG_STREAM_MARK)));
+	check_log_stream_name(stream);
+	type = TextDatumGetCString(d[2]);
+	event = DatumGetJsonbP(d[3]);
+	etype = hx_check_event(event, false);
+	if (strcmp(type, etype) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"type\" is \"%s\", but the event is of type \"%s\"",
+						hx_clip(type), hx_clip(etype))));
+	check_metadata(event, stream, seq);
+
+	/* the stream's senders, serialised as hx_stream_send serialises them */
+	lock_stream(logid, stream);
+	hx_log_last(stream, &last_seq, &last_at);
+	if (seq != last_seq + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_OUT_OF_SEQUENCE),
+				 errmsg("seq %lld is not the next of stream \"%s\"",
+						(long long) seq, hx_clip(stream)),
+				 errdetail("The stream's next seq is %lld.", (long long) (last_seq + 1)),
+				 errhint("Append with hx_stream_send(), which takes the next seq.")));
+	created_at = DatumGetTimestampTz(d[4]);
+	if (created_at < last_at || created_at > GetCurrentTimestamp())
+		ereport(ERROR,
+				(errcode(ERRCODE_HX_OUT_OF_SEQUENCE),
+				 errmsg("event %lld of stream \"%s\" is dated %s",
+						(long long) seq, hx_clip(stream),
+						created_at < last_at ? "before the stream's last event" : "in the future"),
+				 errdetail("A stream's events are dated in the order of their seqs, up to now."),
+				 errhint("Leave created_at to its default.")));
+	SPI_finish();
+	return PointerGetDatum(trigdata->tg_trigtuple);
 }

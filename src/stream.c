@@ -43,28 +43,21 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/relation.h"
 #include "access/htup_details.h"
-#include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "access/stratnum.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_index.h"
-#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "common/md5.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
-#include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
@@ -79,7 +72,6 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
-#include "utils/typcache.h"
 
 #include "diff.h"
 #include "eventlog.h"
@@ -95,26 +87,6 @@
 #define HX_NOTIFY_TRY_TEXT		(4 * HX_NOTIFY_PAYLOAD_MAX)
 
 static double notify_queue_threshold = 0.5;
-
-typedef enum PayloadMode
-{
-	PAYLOAD_AUTO,				/* the event if it fits, else a reference */
-	PAYLOAD_REF,				/* references only */
-	PAYLOAD_NONE				/* no NOTIFY; clients read the log */
-} PayloadMode;
-
-/* A stream trigger's arguments, parsed (shared by hx_stream_snapshot) */
-typedef struct StreamArgs
-{
-	AttrNumber	state_attnum;
-	AttrNumber	key_attnum;
-	Oid			key_typid;
-	Oid			key_typoutput;
-	HxArrayMode mode;
-	PayloadMode payload;
-	char	   *prefix;			/* streams are "<prefix>:<key>" */
-	bool		legacy;			/* under the scripts of 0.5.0 or before */
-} StreamArgs;
 
 void
 hx_stream_init(void)
@@ -208,8 +180,8 @@ has_unique_index(Relation rel, AttrNumber attnum)
  * options "arrays=append|replace|index", "payload=auto|ref|none" and
  * "stream=<name>".  The result is allocated in cxt.
  */
-static StreamArgs *
-parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
+StreamArgs *
+hx_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 {
 	StreamArgs *args = MemoryContextAllocZero(cxt, sizeof(StreamArgs));
 	TupleDesc	desc = RelationGetDescr(rel);
@@ -319,12 +291,12 @@ parse_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 static void *
 parse_stream_trigger_args(TriggerData *trigdata, MemoryContext cxt)
 {
-	return parse_stream_args(trigdata->tg_relation, trigdata->tg_trigger, cxt);
+	return hx_stream_args(trigdata->tg_relation, trigdata->tg_trigger, cxt);
 }
 
 /* The stream of a row: "<prefix>:<key>", or NULL when the key is NULL */
-static char *
-row_stream(StreamArgs *args, HeapTuple tuple, TupleDesc desc)
+char *
+hx_row_stream(StreamArgs *args, HeapTuple tuple, TupleDesc desc)
 {
 	bool		isnull;
 	Datum		key = heap_getattr(tuple, args->key_attnum, desc, &isnull);
@@ -438,8 +410,8 @@ notify_event(PayloadMode mode, const char *stream, int64 seq,
  * stream's writers serialised); body, an unpacked object, gets the common
  * members.  Its seq.
  */
-static int64
-emit_as(PayloadMode mode, const char *stream, const char *type, HxNode *body)
+int64
+hx_stream_emit_as(PayloadMode mode, const char *stream, const char *type, HxNode *body)
 {
 	int64		seq = hx_log_next_seq(stream);
 	Jsonb	   *event = build_event(type, body, stream, seq);
@@ -452,14 +424,14 @@ emit_as(PayloadMode mode, const char *stream, const char *type, HxNode *body)
 static void
 emit(StreamArgs *args, const char *stream, const char *type, HxNode *body)
 {
-	(void) emit_as(args->payload, stream, type, body);
+	(void) hx_stream_emit_as(args->payload, stream, type, body);
 }
 
 /* An event of a log stream (send.c), notified as a reference */
 int64
 hx_stream_emit_ref(const char *stream, const char *type, HxNode *body)
 {
-	return emit_as(PAYLOAD_REF, stream, type, body);
+	return hx_stream_emit_as(PAYLOAD_REF, stream, type, body);
 }
 
 static Jsonb *
@@ -719,7 +691,7 @@ hx_stream(PG_FUNCTION_ARGS)
 
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 	{
-		char	   *stream = row_stream(args, trigdata->tg_trigtuple, desc);
+		char	   *stream = hx_row_stream(args, trigdata->tg_trigtuple, desc);
 
 		if (stream)
 		{
@@ -730,7 +702,7 @@ hx_stream(PG_FUNCTION_ARGS)
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
-		char	   *stream = row_stream(args, trigdata->tg_trigtuple, desc);
+		char	   *stream = hx_row_stream(args, trigdata->tg_trigtuple, desc);
 
 		if (stream)
 			emit_end(args, stream, "deleted", NULL);
@@ -739,8 +711,8 @@ hx_stream(PG_FUNCTION_ARGS)
 	{
 		HeapTuple	oldtup = trigdata->tg_trigtuple;
 		HeapTuple	newtup = trigdata->tg_newtuple;
-		char	   *oldstream = row_stream(args, oldtup, desc);
-		char	   *newstream = row_stream(args, newtup, desc);
+		char	   *oldstream = hx_row_stream(args, oldtup, desc);
+		char	   *newstream = hx_row_stream(args, newtup, desc);
 
 		if (oldstream && newstream && strcmp(oldstream, newstream) == 0)
 		{
@@ -779,14 +751,9 @@ hx_stream(PG_FUNCTION_ARGS)
 	return PointerGetDatum(NULL);
 }
 
-/* ---------------------------------------------------------------------
- * Reading a stream's state and seq
- * ---------------------------------------------------------------------
- */
-
 /* The hx_stream trigger of rel; an error unless there is exactly one */
-static Trigger *
-find_stream_trigger(Relation rel)
+Trigger *
+hx_stream_trigger_of(Relation rel)
 {
 	TriggerDesc *td = rel->trigdesc;
 	Trigger    *found = NULL;
@@ -813,234 +780,4 @@ find_stream_trigger(Relation rel)
 				 errmsg("relation \"%s\" has no hx_stream trigger",
 						RelationGetRelationName(rel))));
 	return found;
-}
-
-/* "OPERATOR(schema.=)": the key type's equality, whatever the search_path */
-static char *
-equality_operator(Oid typid)
-{
-	TypeCacheEntry *tce = lookup_type_cache(typid, TYPECACHE_EQ_OPR);
-	HeapTuple	tup;
-	Form_pg_operator op;
-	char	   *result;
-
-	if (!OidIsValid(tce->eq_opr))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("could not identify an equality operator for type %s",
-						format_type_be(typid))));
-	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(tce->eq_opr));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for operator %u", tce->eq_opr);
-	op = (Form_pg_operator) GETSTRUCT(tup);
-	result = psprintf("OPERATOR(%s.%s)",
-					  quote_identifier(get_namespace_name(op->oprnamespace)),
-					  NameStr(op->oprname));
-	ReleaseSysCache(tup);
-	return result;
-}
-
-/*
- * The snapshots of keys (n C strings) of rel, a table with the hx_stream
- * trigger args: for each key that is not NULL, in order, its stream, the
- * seq of the stream's last event (0 before any) and the row's state (NULL
- * when the row does not exist), read in one statement and so in one
- * snapshot, so that applying the events after seq to state always gives
- * the current state.  Runs with the caller's privileges: row-level
- * security on the table and on the log applies.  emit is called for each,
- * in the caller's memory context, before the query's memory is freed.
- */
-typedef void (*SnapshotEmitFn) (void *arg, const char *key, Datum stream,
-								int64 seq, Datum state, bool state_isnull);
-
-static void
-read_snapshots(Relation rel, StreamArgs *args, char **keys, int n,
-			   SnapshotEmitFn emit, void *arg)
-{
-	TupleDesc	desc = RelationGetDescr(rel);
-	Datum	   *streams = palloc(sizeof(Datum) * Max(n, 1));
-	Datum	   *keyvalues = palloc(sizeof(Datum) * Max(n, 1));
-	Oid			typinput;
-	Oid			typioparam;
-	Oid			arraytype = get_array_type(args->key_typid);
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	Oid			argtypes[2];
-	Datum		values[2];
-	char	   *query;
-	MemoryContext callcxt = CurrentMemoryContext;
-	uint64		i;
-
-	if (!OidIsValid(arraytype))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("type %s has no array type", format_type_be(args->key_typid))));
-
-	/* each key as its type reads and prints it, as the trigger names streams */
-	getTypeInputInfo(args->key_typid, &typinput, &typioparam);
-	for (i = 0; i < (uint64) n; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		keyvalues[i] = OidInputFunctionCall(typinput, keys[i], typioparam, -1);
-		streams[i] = CStringGetTextDatum(psprintf("%s:%s", args->prefix,
-												  OidOutputFunctionCall(args->key_typoutput,
-																		keyvalues[i])));
-	}
-	get_typlenbyvalalign(args->key_typid, &typlen, &typbyval, &typalign);
-	values[0] = PointerGetDatum(construct_array(streams, n, TEXTOID, -1, false, TYPALIGN_INT));
-	values[1] = PointerGetDatum(construct_array(keyvalues, n, args->key_typid,
-												typlen, typbyval, typalign));
-	argtypes[0] = TEXTARRAYOID;
-	argtypes[1] = arraytype;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	query = psprintf("SELECT u.ord,"
-					 "       (SELECT pg_catalog.max(e.seq) FROM %s.hx_event e"
-					 "         WHERE e.stream OPERATOR(pg_catalog.=) u.stream),"
-					 "       (SELECT t.%s FROM %s.%s t WHERE t.%s %s u.key)"
-					 "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2))"
-					 "       WITH ORDINALITY u(stream, key, ord)",
-					 quote_identifier(get_namespace_name(hx_extension_namespace())),
-					 quote_identifier(NameStr(TupleDescAttr(desc, args->state_attnum - 1)->attname)),
-					 quote_identifier(get_namespace_name(RelationGetNamespace(rel))),
-					 quote_identifier(RelationGetRelationName(rel)),
-					 quote_identifier(NameStr(TupleDescAttr(desc, args->key_attnum - 1)->attname)),
-					 equality_operator(args->key_typid));
-
-	/* one statement, one snapshot: the states and the seqs that match */
-	if (SPI_execute_with_args(query, 2, argtypes, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read the streams of relation \"%s\"",
-			 RelationGetRelationName(rel));
-
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	rdesc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		int64		ord = DatumGetInt64(SPI_getbinval(tup, rdesc, 1, &isnull));
-		Datum		seq = SPI_getbinval(tup, rdesc, 2, &isnull);
-		int64		lastseq = isnull ? 0 : DatumGetInt64(seq);
-		Datum		state = SPI_getbinval(tup, rdesc, 3, &isnull);
-		MemoryContext oldcxt;
-
-		CHECK_FOR_INTERRUPTS();
-		oldcxt = MemoryContextSwitchTo(callcxt);
-		emit(arg, keys[ord - 1], streams[ord - 1], lastseq, state, isnull);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	SPI_finish();
-}
-
-/* hx_stream_snapshot's one row, copied out of the query's memory */
-typedef struct OneSnapshot
-{
-	Datum		stream;
-	int64		seq;
-	Datum		state;
-	bool		state_isnull;
-} OneSnapshot;
-
-static void
-keep_snapshot(void *arg, const char *key, Datum stream, int64 seq,
-			  Datum state, bool state_isnull)
-{
-	OneSnapshot *one = (OneSnapshot *) arg;
-
-	one->stream = stream;
-	one->seq = seq;
-	one->state_isnull = state_isnull;
-	if (!state_isnull)
-		one->state = datumCopy(state, false, -1);
-}
-
-PG_FUNCTION_INFO_V1(hx_stream_snapshot);
-
-/*
- * hx_stream_snapshot(source regclass, key text) -> (stream, seq, state):
- * the row's state and the seq of the stream's last event, in one snapshot.
- */
-Datum
-hx_stream_snapshot(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *key = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	TupleDesc	resultdesc;
-	Relation	rel;
-	StreamArgs *args;
-	OneSnapshot one = {0};
-	Datum		result[3];
-	bool		nulls[3] = {false, false, false};
-
-	if (get_call_result_type(fcinfo, NULL, &resultdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-
-	rel = table_open(relid, AccessShareLock);
-	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
-	read_snapshots(rel, args, &key, 1, keep_snapshot, &one);
-	table_close(rel, AccessShareLock);
-
-	result[0] = one.stream;
-	result[1] = Int64GetDatum(one.seq);
-	result[2] = one.state;
-	nulls[2] = one.state_isnull;
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(resultdesc),
-													  result, nulls)));
-}
-
-/* hx_stream_snapshots' rows, into its tuplestore */
-static void
-put_snapshot(void *arg, const char *key, Datum stream, int64 seq,
-			 Datum state, bool state_isnull)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
-
-	values[0] = CStringGetTextDatum(key);
-	values[1] = stream;
-	values[2] = Int64GetDatum(seq);
-	values[3] = state;
-	nulls[3] = state_isnull;
-	/* the tuplestore copies the values */
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-}
-
-PG_FUNCTION_INFO_V1(hx_stream_snapshots);
-
-/*
- * hx_stream_snapshots(source regclass, keys text[]) -> SETOF (key, stream,
- * seq, state): hx_stream_snapshot() of many keys of one table, in one
- * statement and so in one snapshot, with one query: what a process that
- * follows thousands of streams needs when it starts or resyncs many of
- * them at once.  A NULL key gives no row.
- */
-Datum
-hx_stream_snapshots(PG_FUNCTION_ARGS)
-{
-	Oid			relid = PG_GETARG_OID(0);
-	ArrayType  *keyarray = PG_GETARG_ARRAYTYPE_P(1);
-	Datum	   *keytexts;
-	bool	   *keynulls;
-	int			nkeys;
-	char	  **keys;
-	int			n = 0;
-	int			i;
-	Relation	rel;
-	StreamArgs *args;
-
-	InitMaterializedSRF(fcinfo, 0);
-	deconstruct_array(keyarray, TEXTOID, -1, false, TYPALIGN_INT,
-					  &keytexts, &keynulls, &nkeys);
-	keys = palloc(sizeof(char *) * Max(nkeys, 1));
-	for (i = 0; i < nkeys; i++)
-		if (!keynulls[i])
-			keys[n++] = TextDatumGetCString(keytexts[i]);
-
-	rel = table_open(relid, AccessShareLock);
-	args = parse_stream_args(rel, find_stream_trigger(rel), CurrentMemoryContext);
-	read_snapshots(rel, args, keys, n, put_snapshot, fcinfo->resultinfo);
-	table_close(rel, AccessShareLock);
-	return (Datum) 0;
 }

@@ -6,6 +6,7 @@ const http = require('node:http');
 const { parseArgs } = require('node:util');
 const { createGateway } = require('./gateway');
 const { mintToken, MAX_TTL } = require('./token');
+const { durableToken, SCOPES } = require('./durable/auth');
 const { parseTablesFlag } = require('./config');
 
 const USAGE = `usage:
@@ -14,6 +15,8 @@ const USAGE = `usage:
                                          print a token for one key of a table
   hxstate-gateway token <table> --all [--ttl seconds]
                                          print a token for every key of a table
+  hxstate-gateway token ... --scopes read,append
+                                         the same, with the scopes of the Durable Streams endpoint
 
 serve options (environment variable in brackets):
   --database-url URL     the database [DATABASE_URL]; without it, libpq's PG* variables
@@ -34,6 +37,10 @@ serve options (environment variable in brackets):
   --heartbeat MS         idle time before a heartbeat comment (15000)
   --max-run SECONDS      longest AG-UI run, 0 for none (0)
   --cors ORIGIN          allow browsers of ORIGIN ("*" for any) to call the gateway
+  --durable              serve the streams over Durable Streams under /ds/ (run gateway/sql/durable.sql first)
+  --durable-log-prefixes LIST
+                         log streams the Durable Streams endpoint may write, comma-separated
+                         (@agent:); implies --durable
   --workers N            serve from N processes on one port (1)
   --quiet                log errors only`;
 
@@ -57,6 +64,9 @@ const OPTIONS = {
   heartbeat: { type: 'string' },
   'max-run': { type: 'string' },
   cors: { type: 'string' },
+  durable: { type: 'boolean' },
+  'durable-log-prefixes': { type: 'string' },
+  scopes: { type: 'string' },
   quiet: { type: 'boolean' },
   ttl: { type: 'string' },
   base: { type: 'string' },
@@ -90,7 +100,15 @@ async function main(argv, env = process.env, out = console) {
     if (ttl > MAX_TTL) throw new Error(`--ttl must be at most ${MAX_TTL} seconds (30 days)`);
     if (values.all && stream.includes(':')) throw new Error('token <table> --all names a table, with no key');
     if (!values.all && !stream.includes(':')) throw new Error(`token needs <table>:<key>, or <table> --all\n${USAGE}`);
-    const token = mintToken(secret, values.all ? { table: stream, all: true } : stream, { ttl });
+    const what = values.all ? { table: stream, all: true } : stream;
+    let token;
+    if (values.scopes !== undefined) {
+      const scopes = values.scopes.split(',').map((x) => x.trim()).filter(Boolean);
+      if (scopes.length === 0 || scopes.some((x) => !SCOPES.includes(x))) throw new Error(`--scopes is a list of ${SCOPES.join(', ')}`);
+      token = durableToken(secret, what, { ttl, scopes });
+    } else {
+      token = mintToken(secret, what, { ttl });
+    }
     out.log(token);
     if (values.base && !values.all) {
       const colon = stream.indexOf(':');
@@ -133,6 +151,9 @@ async function serve(values, env, out) {
   if (values.heartbeat !== undefined) options.heartbeat = int(values.heartbeat, 'heartbeat', 100);
   if (values['max-run'] !== undefined) options.maxRunMs = int(values['max-run'], 'max-run') * 1000;
   if (values.cors !== undefined) options.cors = values.cors;
+  if (values.durable || values['durable-log-prefixes'] !== undefined) {
+    options.durable = { logPrefixes: (values['durable-log-prefixes'] || '').split(',').map((x) => x.trim()).filter(Boolean) };
+  }
   const host = values.host || env.HX_GATEWAY_HOST || '127.0.0.1';
   const port = values.port !== undefined ? int(values.port, 'port') : Number(env.PORT || 8080);
 
@@ -149,6 +170,7 @@ async function serve(values, env, out) {
   else out.log(`hxstate-gateway: listening on ${base} (tables: ${tables.map((t) => (typeof t === 'string' ? t : t.name)).join(', ')}; following over ${gateway.hub.transport}` +
     `${values['no-auth'] ? '; NO AUTHORIZATION' : ''})`);
   if (!cluster.isWorker) out.log(`  GET  ${base}/streams/<table>/<key>   POST ${base}/agents/<table>/<key>   GET ${base}/view/<table>/<key>`);
+  if (!cluster.isWorker && options.durable) out.log(`  Durable Streams: ${base}/ds/<stream>`);
   let stopping = null;
   const stop = () => {
     if (!stopping) {

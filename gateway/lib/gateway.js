@@ -25,6 +25,7 @@ const { capabilitiesOf } = require('./agui');
 const { serveStream } = require('./stream');
 const { serveRun, parseInput } = require('./run');
 const { loadAssets, serveAsset, serveView, servePhases } = require('./views');
+const { DurableEndpoint, durableOptions } = require('./durable');
 const { version } = require('../package.json');
 
 const KEY_MAX_BYTES = 1024;
@@ -87,9 +88,11 @@ function lingeringClose(socket) {
 class Gateway {
   constructor(options) {
     const o = { ...DEFAULTS, ...(options || {}) };
+    const tokens = typeof o.authorize !== 'function';
     if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
     for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout']) positiveInt(o, name);
     if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal})');
+    if (o.durable) durableOptions(o.durable); // checked before anything starts
     if (typeof o.authorize !== 'function') {
       if (o.secret !== undefined && o.secret !== null) o.authorize = tokenAuthorizer(o.secret);
       else throw new TypeError('hxstate-gateway: give options.authorize (a function of the request and the stream) or options.secret (signed tokens)');
@@ -125,6 +128,22 @@ class Gateway {
     this._slots = new ClientSlots(o.maxPerClient);
     this._bodies = new BodyReader({ maxBody: o.maxBody, maxBodyTotal: o.maxBodyTotal, bodyMs: o.bodyTimeout });
     this._closing = null;
+    // the Durable Streams endpoint (lib/durable/), with what it shares of the gateway
+    this.durable = o.durable ? new DurableEndpoint(o.durable, {
+      pg: o.pg, hub: this.hub, tokens, cors: o.cors, heartbeat: o.heartbeat, stallTimeout: o.stallTimeout, log: this._log,
+      authorize: (req, target) => this._authorize(req, target),
+      bodies: this._bodies,
+      takeSlot: (req) => this._slots.take(this._clientId(req)),
+      prefixes: () => this.prefixes || new Map(),
+    }) : null;
+    if (this.durable) {
+      this.ready = Promise.all([this.ready, this.durable.ready]).then(() => undefined, async (err) => {
+        await this.durable.close();
+        if (this._ownHub) await this.hub.stop().catch(() => {});
+        throw err;
+      });
+      this.ready.catch(() => {});
+    }
     this._assets = loadAssets();
     const beat = Math.max(50, Math.floor(Math.min(o.heartbeat, o.stallTimeout) / 2));
     this._beat = setInterval(() => {
@@ -195,6 +214,7 @@ class Gateway {
     }
     const parts = url.pathname.split('/');
     const route = parts[1];
+    if (this.durable && route === this.durable.route && parts.length > 2) return this.durable.handle(req, res, url);
     if (!ROUTES.includes(route)) {
       if (typeof next === 'function') return next();
       throw new HttpError(404, 'not found');
@@ -367,6 +387,7 @@ class Gateway {
         else c.end();
       }
       await this._machines.close();
+      if (this.durable) await this.durable.close();
       await this.ready.catch(() => {});
       if (this._ownHub) await this.hub.stop();
     })();

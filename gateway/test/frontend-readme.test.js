@@ -1,5 +1,5 @@
 'use strict';
-// The top README's "Frontends: hxstate-gateway" section works as written.
+// gateway/README.md's "Try it" section works as written.
 // Its sh block runs as it is, all but its first line (`npm ci`: the
 // packages are installed already, and reinstalling them would pull them
 // from under the tests running beside this one): it reads DATABASE_URL and
@@ -23,12 +23,12 @@ const { USAGE } = require('../lib/cli');
 
 const DB = 'hx_gateway_frontend_readme';
 const TOP = path.join(__dirname, '..', '..');
-const HEADING = '## Frontends: hxstate-gateway';
+const HEADING = '## Try it';
 
 /** The section of markdown under heading, up to the next heading of its level. */
 function section(text, heading) {
   const start = text.indexOf(`\n${heading}\n`);
-  assert.ok(start >= 0, `README.md has "${heading}"`);
+  assert.ok(start >= 0, `gateway/README.md has "${heading}"`);
   const end = text.indexOf('\n## ', start + heading.length + 2);
   return text.slice(start, end < 0 ? undefined : end);
 }
@@ -40,7 +40,7 @@ function block(text, lang) {
   return found[0];
 }
 
-const frontends = section(fs.readFileSync(path.join(TOP, 'README.md'), 'utf8'), HEADING);
+const frontends = section(fs.readFileSync(path.join(TOP, 'gateway', 'README.md'), 'utf8'), HEADING);
 const shBlock = block(frontends, 'sh');
 const jsBlock = block(frontends, 'js');
 
@@ -141,7 +141,7 @@ test("gateway/README.md names every flag and variable of the command and every o
   // the options the gateway reads: o.<name> in gateway.js, and <gateway>._o.<name> anywhere in lib/
   const lib = path.join(__dirname, '..', 'lib');
   const src = fs.readFileSync(path.join(lib, 'gateway.js'), 'utf8');
-  const all = fs.readdirSync(lib).map((f) => fs.readFileSync(path.join(lib, f), 'utf8')).join('\n');
+  const all = fs.readdirSync(lib).filter((f) => f.endsWith('.js')).map((f) => fs.readFileSync(path.join(lib, f), 'utf8')).join('\n');
   const defaults = /const DEFAULTS = \{([\s\S]*?)\};/.exec(src)[1];
   const options = new Set([
     ...[...defaults.matchAll(/^\s*(\w+):/gm)].map((m) => m[1]),

@@ -1,6 +1,5 @@
-"""The READMEs' Python examples run as written (each block after a
-``<!-- python-example -->`` marker, in README.md and python/README.md),
-against the test database."""
+"""python/README.md's examples run as written (each block after a
+``<!-- python-example -->`` marker), against the test database."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ from hxstate.langgraph import HxSaver
 from paths import SRC, TOP
 
 
-
-def blocks(readme: str = "README.md") -> list[str]:
-    text = (TOP / readme).read_text()
+def blocks() -> list[str]:
+    text = (TOP / "python" / "README.md").read_text()
     return re.findall(r"<!-- python-example:[^>]*-->\n```python\n(.*?)```", text, re.S)
 
 
@@ -36,17 +34,16 @@ def free_port() -> int:
 
 
 def test_there_are_examples() -> None:
-    assert len(blocks()) >= 2
-    assert len(blocks("python/README.md")) == 1
+    assert len(blocks()) == 2
 
 
-@pytest.mark.parametrize("readme, n", [("README.md", 0), ("README.md", 1), ("python/README.md", 0)])
-def test_example_runs(dsn: str, readme: str, n: int) -> None:
-    code = blocks(readme)[n]
+@pytest.mark.parametrize("n", range(2))
+def test_example_runs(dsn: str, n: int) -> None:
+    code = blocks()[n]
     env = {**os.environ, "DATABASE_URL": dsn, "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    if (readme, n) == ("README.md", 0):
+    if n == 0:
         assert "refused: XH201" in out.stdout
         assert "{'calls': 1, 'todos': ['write']}" in out.stdout
         assert "STATE_SNAPSHOT {'calls': 1, 'todos': ['write']}" in out.stdout

@@ -1,9 +1,13 @@
 'use strict';
 // The README stays true to the code:
+//   - its "Try it" comes first: within the README's first 60 lines, the
+//     commands that build and install the extension, the SQL a reader
+//     pastes into `psql -q` and what psql then prints; the test pastes that
+//     SQL into psql, in a new database, and psql must print exactly that;
 //   - its session example is docs/sessions.sql (the sessions table that the
 //     demo, the benchmark and the reliability runs load) and then exactly
-//     what sql/sessions.sql runs as a test;
-//   - its row-level security recipe is what sql/security.sql tests;
+//     what test/sql/sessions.sql runs as a test;
+//   - its row-level security recipe is what test/sql/security.sql tests;
 //   - docs/agent_session.dot is what hx_machine_dot('agent_session') returns;
 //   - every function of the extension has a reference row with its signature;
 //   - every SQLSTATE the C code raises is in the SQLSTATE table.
@@ -12,6 +16,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
+const { Client } = require('pg');
 const { freshDatabase } = require('./helpers');
 
 const top = path.resolve(__dirname, '../..');
@@ -21,11 +26,11 @@ let db;
 before(async () => { db = await freshDatabase('hx_docs'); });
 after(async () => { await db.end(); });
 
-/** The statements of sql/<file> between its \\i of docs/sessions.sql and end. */
+/** The statements of test/sql/<file> between its \\i of docs/sessions.sql and end. */
 function testedStatements(file, end) {
-  const sql = fs.readFileSync(path.join(top, 'sql', file), 'utf8');
+  const sql = fs.readFileSync(path.join(top, 'test/sql', file), 'utf8');
   const include = '\\i docs/sessions.sql\n';
-  assert.ok(sql.includes(include), `sql/${file} includes docs/sessions.sql`);
+  assert.ok(sql.includes(include), `test/sql/${file} includes docs/sessions.sql`);
   return sql.slice(sql.indexOf(include) + include.length, sql.indexOf(end));
 }
 
@@ -37,16 +42,67 @@ function readmeBlock(name) {
   return readme.slice(start, readme.indexOf('```', start));
 }
 
-test('the README session example is docs/sessions.sql and then sql/sessions.sql', () => {
+/** The text of the fenced block of the README that opens at or after offset: {body, end, lang}. */
+function fencedBlock(from) {
+  const open = /^```(\w*)\n/m.exec(readme.slice(from));
+  assert.ok(open, 'a fenced block follows');
+  const start = from + open.index + open[0].length;
+  const close = readme.indexOf('\n```\n', start - 1);
+  return { lang: open[1], body: readme.slice(start, close + 1), end: close + '\n```\n'.length };
+}
+
+/** The 1-based line of the README at offset. */
+const lineAt = (offset) => readme.slice(0, offset).split('\n').length;
+
+test("the README's Try it, in its first 60 lines, prints in psql what it shows", async () => {
+  const heading = readme.indexOf('\n## Try it\n');
+  const marker = readme.indexOf('<!-- try-it');
+  assert.ok(heading > 0 && marker > heading, 'README has "## Try it" and the try-it marker after it');
+  // the commands: build and install, then psql -q on a database of its own
+  const sh = fencedBlock(heading);
+  assert.equal(sh.lang, 'sh');
+  assert.ok(sh.end <= marker, 'the commands come before the SQL');
+  const commands = sh.body.split('\n').map((l) => l.replace(/#.*/, '').trim()).filter(Boolean);
+  assert.deepEqual(commands, ['make', 'sudo make install', 'createdb hx_try && psql -q hx_try']);
+  // the SQL, then what psql prints, both within the first 60 lines
+  const sql = fencedBlock(marker);
+  assert.equal(sql.lang, 'sql');
+  const shown = fencedBlock(sql.end);
+  assert.equal(shown.lang, '');
+  assert.ok(lineAt(shown.end - 1) <= 60, `the Try it ends on line ${lineAt(shown.end - 1)}, after line 60`);
+  assert.match(sql.body, /^CREATE EXTENSION hxstate;\n/, 'the SQL starts with CREATE EXTENSION');
+
+  // pasted into psql -q in a new database (the reader's hx_try), as written
+  const admin = new Client({ database: 'postgres' });
+  await admin.connect();
+  try {
+    await admin.query('DROP DATABASE IF EXISTS hx_docs_try WITH (FORCE)');
+    await admin.query('CREATE DATABASE hx_docs_try');
+    const bindir = execFileSync(process.env.PG_CONFIG || 'pg_config', ['--bindir'], { encoding: 'utf8' }).trim();
+    // stdout and stderr as a terminal shows them: one stream, in order
+    const printed = execFileSync('sh', ['-c', '"$0" -X -q -d hx_docs_try 2>&1', path.join(bindir, 'psql')], {
+      input: sql.body,
+      encoding: 'utf8',
+      env: { ...process.env, PGOPTIONS: '-c lc_messages=C' },
+    });
+    const lines = (text) => text.split('\n').map((l) => l.trimEnd()).join('\n').trim();
+    assert.equal(lines(printed), lines(shown.body));
+  } finally {
+    await admin.query('DROP DATABASE IF EXISTS hx_docs_try WITH (FORCE)');
+    await admin.end();
+  }
+});
+
+test('the README session example is docs/sessions.sql and then test/sql/sessions.sql', () => {
   // the README shows the table of docs/sessions.sql, then the statements
-  // that sql/sessions.sql runs after including it
+  // that test/sql/sessions.sql runs after including it
   const ddl = fs.readFileSync(path.join(top, 'docs/sessions.sql'), 'utf8');
   const table = ddl.slice(ddl.indexOf('CREATE TABLE sessions'));
   const body = testedStatements('sessions.sql', '\nDROP TABLE sessions');
   assert.equal(readmeBlock('session-example').trim(), `${table.trim()}\n\n${body.trim()}`);
 });
 
-test('the README security recipe is what sql/security.sql tests', () => {
+test('the README security recipe is what test/sql/security.sql tests', () => {
   const body = testedStatements('security.sql', '\n-- the runtime writes every session');
   assert.equal(readmeBlock('security-example').trim(), body.trim());
 });

@@ -13,7 +13,8 @@
 # Every other path comes from pg_config.
 
 HX_PG_VERSION=15
-HX_PG_CONFIG=${HX_PG_CONFIG:-/usr/lib/postgresql/$HX_PG_VERSION/bin/pg_config}
+HX_DEBIAN_PG_CONFIG=/usr/lib/postgresql/$HX_PG_VERSION/bin/pg_config
+HX_PG_CONFIG=${HX_PG_CONFIG:-$HX_DEBIAN_PG_CONFIG}
 HX_CACHE=${HX_CACHE:-/var/cache/hxstate}
 HX_PG18_VERSION=18
 HX_PG18_PREFIX=$HX_CACHE/pg$HX_PG18_VERSION-cassert
@@ -47,28 +48,35 @@ hx_bindir() {						# pg_config
 # ---------------------------------------------------------------------
 
 # The packages of a set that are missing, by a file each one provides.
-# Sets: base (always), pg18 (building PostgreSQL 18 from source), ci
-# (the reliability runs, the browser test, the Debian package and the
-# PGXN zip), long.
+# Sets: base (always, but for the demo), pg18 (building PostgreSQL 18 from
+# source), ci (the reliability runs, the browser test, the Debian package
+# and the PGXN zip), long; demo, alone: what demo/run uses and nothing
+# else (the server of HX_PG_CONFIG with its headers, a compiler, Node.js;
+# Debian's PostgreSQL 15 only when HX_PG_CONFIG is Debian's).
 hx_missing_packages() {
-	local set missing=()
-	for set in base "$@"; do
+	local set sets missing=()
+	if [ "${1:-}" = demo ]; then sets=(demo); else sets=(base "$@"); fi
+	for set in "${sets[@]}"; do
 		case $set in
-			base)
-				[ -x /usr/lib/postgresql/$HX_PG_VERSION/bin/postgres ] ||
-					missing+=(postgresql-$HX_PG_VERSION)
-				[ -f /usr/include/postgresql/$HX_PG_VERSION/server/postgres.h ] ||
-					missing+=(postgresql-server-dev-$HX_PG_VERSION)
+			base | demo)
+				if [ "$set" = base ] || [ "$HX_PG_CONFIG" = "$HX_DEBIAN_PG_CONFIG" ]; then
+					[ -x /usr/lib/postgresql/$HX_PG_VERSION/bin/postgres ] ||
+						missing+=(postgresql-$HX_PG_VERSION)
+					[ -f /usr/include/postgresql/$HX_PG_VERSION/server/postgres.h ] ||
+						missing+=(postgresql-server-dev-$HX_PG_VERSION)
+				fi
+				command -v node >/dev/null || missing+=(nodejs)
+				command -v npm >/dev/null || missing+=(npm)
+				command -v make >/dev/null || missing+=(make)
+				command -v gcc >/dev/null || missing+=(gcc)
+				[ "$set" = demo ] && continue
+				# the tests' own tools
 				[ -f /usr/share/postgresql/$HX_PG_VERSION/extension/pgtap.control ] ||
 					missing+=(postgresql-$HX_PG_VERSION-pgtap)
 				command -v pg_prove >/dev/null || missing+=(libtap-parser-sourcehandler-pgtap-perl)
 				perl -MIPC::Run -e 1 2>/dev/null || missing+=(libipc-run-perl)
-				command -v node >/dev/null || missing+=(nodejs)
-				command -v npm >/dev/null || missing+=(npm)
 				# the Python suite's venv (test/lib/python.sh)
 				python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
-				command -v make >/dev/null || missing+=(make)
-				command -v gcc >/dev/null || missing+=(gcc)
 				;;
 			pg18)
 				command -v bison >/dev/null || missing+=(bison)
@@ -122,14 +130,33 @@ hx_install_packages() {
 	fi
 }
 
-# npm packages, exactly as package-lock.json pins them
-hx_install_npm() {
-	local top=$1
-	if [ ! -f "$top/node_modules/.package-lock.json" ] ||
-		[ "$top/package-lock.json" -nt "$top/node_modules/.package-lock.json" ]; then
-		hx_log "installing npm packages (npm ci)"
-		(cd "$top" && npm ci --no-audit --no-fund --loglevel=error)
+# npm packages, exactly as package-lock.json pins them: all of them, or
+# with "runtime" only those the client and the gateway run on (npm ci
+# --omit=dev: what the demo uses; not the tests' @ag-ui/client,
+# playwright-core, ...).  node_modules/.hxstate-npm names the set installed;
+# without it (an npm ci by hand, or one that did not finish) the whole set
+# is installed again when it is asked for.
+hx_install_npm() {					# top [all|runtime]
+	local top=$1 want=${2:-all} have=
+	local stamp=$top/node_modules/.hxstate-npm
+	case $want in
+		all | runtime) ;;
+		*) echo "hx_install_npm: no npm set \"$want\" (all or runtime)" >&2; return 2 ;;
+	esac
+	[ -f "$stamp" ] && have=$(cat "$stamp")
+	if [ -f "$top/node_modules/.package-lock.json" ] &&
+		[ ! "$top/package-lock.json" -nt "$top/node_modules/.package-lock.json" ] &&
+		{ [ "$want" = runtime ] || [ "$have" = all ]; }; then
+		return 0
 	fi
+	if [ "$want" = runtime ]; then
+		hx_log "installing the npm packages the client and the gateway run on (npm ci --omit=dev)"
+		(cd "$top" && npm ci --omit=dev --no-audit --no-fund --loglevel=error) || return 1
+	else
+		hx_log "installing npm packages (npm ci)"
+		(cd "$top" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+	fi
+	echo "$want" >"$stamp"
 }
 
 # ---------------------------------------------------------------------
@@ -145,7 +172,7 @@ hx_build_extension() {
 	if [ "$pgc" != "$HX_PG_CONFIG" ]; then
 		dir=$(mktemp -d "${TMPDIR:-/tmp}/hxstate-build.XXXXXX")
 		mkdir "$dir/src"
-		(cd "$top" && cp -r Makefile hxstate.control sql expected "$dir/" &&
+		(cd "$top" && cp -r Makefile hxstate.control sql "$dir/" &&
 			cp src/*.c src/*.h "$dir/src/")
 	fi
 	make -C "$dir" -s PG_CONFIG="$pgc" ${PG_CFLAGS:+PG_CFLAGS="$PG_CFLAGS"}

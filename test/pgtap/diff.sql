@@ -2,7 +2,7 @@
 -- test/pgtap/diff.sql: hx_diff(old, new, arrays), table-driven
 --
 -- For each pair: the exact patch (ops, their order, escaped pointers), and
--- that hx_patch applies it to old and gives new.  Cases that sql/diff.sql
+-- that hx_patch applies it to old and gives new.  Cases that test/sql/diff.sql
 -- does not have: null against a missing member, every type change, nested
 -- arrays in each arrays mode, unicode and escaped keys in nested paths,
 -- scalar roots.

@@ -5,7 +5,7 @@
 -- union, upsert, merge), the forgiving RFC 6902 ops (add, remove, replace,
 -- move, copy, test), RFC 7386 object writes, and one error case per way a
 -- write can go wrong, with the SQLSTATE a client branches on.  Cases that
--- sql/merge.sql does not have: deeper nesting, arrays of objects, unicode
+-- test/sql/merge.sql does not have: deeper nesting, arrays of objects, unicode
 -- and escaped keys, ops that see earlier ops.
 --
 \ir include/preamble.sql
@@ -235,7 +235,7 @@ SELECT is(
 --
 -- Errors: one throws_ok() per row, by SQLSTATE, the code a client branches
 -- on (what the messages say, and the operation their context names, is
--- sql/merge.sql's to show)
+-- test/sql/merge.sql's to show)
 --
 SELECT throws_ok(stmt, code::char(5), NULL, descr)
   FROM (VALUES

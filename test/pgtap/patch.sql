@@ -1,7 +1,7 @@
 --
 -- test/pgtap/patch.sql: hx_patch(doc, patch), strict RFC 6902, table-driven
 --
--- Cases that sql/patch.sql does not have: deeper nesting, arrays of
+-- Cases that test/sql/patch.sql does not have: deeper nesting, arrays of
 -- objects, unicode and escaped keys, chains of operations that see each
 -- other's effect, and one error case per way an operation can go wrong,
 -- each with the SQLSTATE a client branches on.
@@ -186,7 +186,7 @@ SELECT is(
 --
 -- Errors: one throws_ok() per row, by SQLSTATE, the code a client branches
 -- on (what the messages say, and the operation their context names, is
--- sql/patch.sql's to show)
+-- test/sql/patch.sql's to show)
 --
 SELECT throws_ok(stmt, code::char(5), NULL, descr)
   FROM (VALUES

@@ -5,31 +5,7 @@
 --
 -- (err() is defined in setup.sql)
 \i docs/sessions.sql
--- docs/sessions.sql: the README's sessions table, with its guards and its
--- stream: one source for the README, the regression test of the README's
--- example (sql/sessions.sql), the demo, the benchmark and the reliability
--- runs.  Load it into a database where hxstate is installed:
---
---   psql -f docs/sessions.sql
---
-CREATE TABLE sessions (
-    session_id   text PRIMARY KEY,
-    user_id      text NOT NULL,
-    project_id   text,                              -- locked after assignment
-    phase        text NOT NULL DEFAULT 'chatting',  -- chatting|building|verifying|done
-    pending_tool jsonb,                             -- the tool_use in flight, if any
-    cancel_token text,
-    state        jsonb COMPRESSION lz4 NOT NULL DEFAULT '{}',
-    updated_at   timestamptz NOT NULL DEFAULT now()
-);
-CREATE CONSTRAINT TRIGGER project_locked AFTER INSERT OR UPDATE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_lock_once('project_id');
-CREATE CONSTRAINT TRIGGER one_tool_at_a_time AFTER INSERT OR UPDATE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_slot_guard('pending_tool');
-CREATE CONSTRAINT TRIGGER phase_machine AFTER INSERT OR UPDATE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_phase_guard('agent_session');
-CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON sessions
-    FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'session_id');
+
 -- the tables' owner, the agent runtime, and one role per reader
 CREATE ROLE app_owner NOLOGIN;
 CREATE ROLE agent_runtime LOGIN;
@@ -40,18 +16,21 @@ ALTER TABLE sessions OWNER TO app_owner;
 GRANT INSERT ON hx_event TO app_owner;
 GRANT SELECT, INSERT, UPDATE, DELETE ON sessions TO agent_runtime;
 GRANT SELECT ON sessions, hx_event TO readers;
+
 -- a reader reads the sessions whose user_id is its role, which it cannot
 -- change: not a setting that any role may SET
 ALTER TABLE sessions ENABLE ROW LEVEL SECURITY;
 CREATE POLICY runtime_writes ON sessions TO agent_runtime USING (true);
 CREATE POLICY reader_reads_own ON sessions FOR SELECT TO readers
     USING (user_id = current_user);
+
 -- and the events of those sessions' streams; the owner writes the log
 ALTER TABLE hx_event ENABLE ROW LEVEL SECURITY;
 CREATE POLICY owner_writes ON hx_event FOR INSERT TO app_owner WITH CHECK (true);
 CREATE POLICY reader_reads_own ON hx_event FOR SELECT TO readers
     USING (stream IN (SELECT 'sessions:' || session_id FROM sessions
                        WHERE user_id = current_user));
+
 -- the runtime writes every session; it needs nothing on the log
 SET ROLE agent_runtime;
 INSERT INTO sessions (session_id, user_id, state) VALUES
@@ -63,167 +42,94 @@ UPDATE sessions SET state = hx_merge(state, '[{"op": "replace", "path": "/secret
 \pset format unaligned
 -- and cannot read it, nor forge an event
 SELECT err($$SELECT count(*) FROM hx_event$$);
-42501: permission denied for table hx_event
 SELECT err($$INSERT INTO hx_event VALUES ('sessions:s-7', 9, 'STATE_SNAPSHOT', '{}')$$);
-42501: permission denied for table hx_event
 \pset tuples_only off
 \pset format aligned
 RESET ROLE;
+
 -- each reader reads its own session and its stream, and nothing of the
 -- other's: every reading function applies the reader's privileges and the
 -- policies of the table and of the log
 SET ROLE "u-7";
 SELECT session_id, state FROM sessions ORDER BY 1;
- session_id |        state        
-------------+---------------------
- s-7        | {"note": "seven's"}
-(1 row)
-
 SELECT stream, seq, state FROM hx_stream_snapshot('sessions', 's-7');
-    stream    | seq |        state        
---------------+-----+---------------------
- sessions:s-7 |   1 | {"note": "seven's"}
-(1 row)
-
 SELECT stream, seq, state FROM hx_stream_snapshot('sessions', 's-8');
-    stream    | seq | state 
---------------+-----+-------
- sessions:s-8 |   0 | 
-(1 row)
-
 SELECT key, stream, seq, state FROM hx_stream_snapshots('sessions', ARRAY['s-7', 's-8']);
- key |    stream    | seq |        state        
------+--------------+-----+---------------------
- s-7 | sessions:s-7 |   1 | {"note": "seven's"}
- s-8 | sessions:s-8 |   0 | 
-(2 rows)
-
 SELECT seq, event->>'type' AS type FROM hx_stream_events('sessions:s-7');
- seq |      type      
------+----------------
-   1 | STATE_SNAPSHOT
-(1 row)
-
 SELECT count(*) AS events_of_8 FROM hx_stream_events('sessions:s-8');
- events_of_8 
--------------
-           0
-(1 row)
-
 SELECT stream, seq, event->>'type' AS type
   FROM hx_stream_events_after(ARRAY['sessions:s-7', 'sessions:s-8'], ARRAY[0, 0]::int8[]);
-    stream    | seq |      type      
---------------+-----+----------------
- sessions:s-7 |   1 | STATE_SNAPSHOT
-(1 row)
-
 SELECT * FROM hx_stream_heads(ARRAY['sessions:s-7', 'sessions:s-8']);
-    stream    | seq 
---------------+-----
- sessions:s-7 |   1
- sessions:s-8 |   0
-(2 rows)
-
 SELECT hx_stream_state_at('sessions:s-7', 1);
- hx_stream_state_at  
----------------------
- {"note": "seven's"}
-(1 row)
-
 SELECT hx_stream_since('sessions:s-7') AS since_7, hx_stream_since('sessions:s-8') AS since_8;
- since_7 | since_8 
----------+---------
-       1 |        
-(1 row)
-
 \pset tuples_only on
 \pset format unaligned
 SELECT err($$SELECT hx_stream_state_at('sessions:s-8', 2)$$);
-22023: stream "sessions:s-8" has no event 2
-DETAIL: It has no events.
 \pset tuples_only off
 \pset format aligned
 RESET ROLE;
+
 -- logged in as u-7: a setting is no way in, nor is another reader's role
 SELECT current_user AS admin \gset
 \c - "u-7"
 SET app.user_id = 'u-8';
 SELECT count(*) AS sessions_seen, (SELECT count(*) FROM hx_event) AS events_seen FROM sessions;
- sessions_seen | events_seen 
----------------+-------------
-             1 |           1
-(1 row)
-
 \pset tuples_only on
 \pset format unaligned
 SELECT err($$SET ROLE "u-8"$$);
-42501: permission denied to set role "u-8"
 SELECT err($$SET SESSION AUTHORIZATION "u-8"$$);
-42501: permission denied to set session authorization "u-8"
 \pset tuples_only off
 \pset format aligned
 \c - :admin
+
 SET ROLE "u-8";
 SELECT stream, seq, state FROM hx_stream_snapshot('sessions', 's-8');
-    stream    | seq |                    state                    
---------------+-----+---------------------------------------------
- sessions:s-8 |   2 | {"note": "eight's", "secret": "only eight"}
-(1 row)
-
 SELECT seq, event->'delta' AS delta FROM hx_stream_events('sessions:s-8');
- seq |                           delta                           
------+-----------------------------------------------------------
-   1 | 
-   2 | [{"op": "add", "path": "/secret", "value": "only eight"}]
-(2 rows)
-
 SELECT hx_stream_state_at('sessions:s-8', 2);
-             hx_stream_state_at              
----------------------------------------------
- {"note": "eight's", "secret": "only eight"}
-(1 row)
-
 SELECT count(*) AS events_of_7 FROM hx_stream_events('sessions:s-7');
- events_of_7 
--------------
-           0
-(1 row)
-
 RESET ROLE;
+
 -- a role with no grants reads nothing, through any function
 CREATE ROLE nobody;
 SET ROLE nobody;
 \pset tuples_only on
 \pset format unaligned
 SELECT err($$SELECT * FROM hx_stream_snapshot('sessions', 's-7')$$);
-42501: permission denied for table hx_event
 SELECT err($$SELECT * FROM hx_stream_snapshots('sessions', ARRAY['s-7'])$$);
-42501: permission denied for table hx_event
 SELECT err($$SELECT * FROM hx_stream_events('sessions:s-7')$$);
-42501: permission denied for table hx_event
 SELECT err($$SELECT * FROM hx_stream_events_after(ARRAY['sessions:s-7'], ARRAY[0]::int8[])$$);
-42501: permission denied for table hx_event
 SELECT err($$SELECT * FROM hx_stream_heads(ARRAY['sessions:s-7'])$$);
-42501: permission denied for table hx_event
-CONTEXT: SQL function "hx_stream_heads" statement 1
 SELECT err($$SELECT hx_stream_state_at('sessions:s-7', 1)$$);
-42501: permission denied for table hx_event
 SELECT err($$SELECT hx_stream_since('sessions:s-7')$$);
-42501: permission denied for table hx_event
-CONTEXT: SQL function "hx_stream_since" statement 1
+-- nor learns which tables stream, how the log is laid out, or maintains
+-- anything: those functions are for the roles an administrator grants
+SELECT err($$SELECT count(*) FROM hx_stream_tables()$$);
+SELECT err($$SELECT count(*) FROM hx_event_ring()$$);
+SELECT err($$SELECT hx_stream_trim('1 day')$$);
+SELECT err($$SELECT hx_step_trim('1 day')$$);
+SELECT err($$SELECT hx_stream_publication('mine')$$);
 \pset tuples_only off
 \pset format aligned
 RESET ROLE;
+-- every other function of the extension is callable by every role; these
+-- are the ones that are not
+SELECT p.oid::regprocedure AS not_for_public
+  FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'hxstate')
+   AND NOT has_function_privilege('nobody', p.oid, 'EXECUTE')
+ ORDER BY p.oid::regprocedure::text;
+
 -- the readers are not the partitions' readers: a grant on the log is not
 -- one on its partitions, which bypass its policies
 SET ROLE "u-7";
 \pset tuples_only on
 \pset format unaligned
 SELECT err($$SELECT count(*) FROM hx_event_0$$);
-42501: permission denied for table hx_event_0
 \pset tuples_only off
 \pset format aligned
 RESET ROLE;
+
 -- a reused key: the row deleted and inserted again for another reader
 -- continues its stream; hx_stream_since says where the new row began, and
 -- the old row's events stay readable to whoever may read the stream (keys
@@ -234,12 +140,8 @@ INSERT INTO sessions (session_id, user_id, state) VALUES ('s-8', 'u-7', '{"note"
 RESET ROLE;
 SET ROLE "u-7";
 SELECT hx_stream_since('sessions:s-8') AS since, (SELECT count(*) FROM hx_stream_events('sessions:s-8')) AS events;
- since | events 
--------+--------
-     4 |      4
-(1 row)
-
 RESET ROLE;
+
 ALTER TABLE hx_event DISABLE ROW LEVEL SECURITY;
 DROP POLICY owner_writes ON hx_event;
 DROP POLICY reader_reads_own ON hx_event;

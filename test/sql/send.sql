@@ -123,6 +123,77 @@ RESET ROLE;
 DROP POLICY sender_own ON hx_event;
 ALTER TABLE hx_event DISABLE ROW LEVEL SECURITY;
 SELECT stream, seq, event->>'name' AS name FROM hx_event WHERE stream IN ('@t', '@u') ORDER BY 1, 2;
+
+-- What a writer inserts with SQL of its own (INSERT, COPY) is checked as
+-- hx_stream_send checks it (hx_event_guard): INSERT on the log lets it
+-- write the next event of a log stream, and nothing else
+CREATE TABLE guarded (k text PRIMARY KEY, st jsonb);
+CREATE TRIGGER guarded_stream AFTER INSERT OR UPDATE OR DELETE ON guarded
+	FOR EACH ROW EXECUTE FUNCTION hx_stream('st', 'k');
+INSERT INTO guarded VALUES ('s-42', '{"n": 1}');
+SET ROLE regress_hx_sender;
+\pset tuples_only on
+\pset format unaligned
+-- a table's stream: only its row's trigger writes it
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('guarded:s-42', 2, 'STATE_SNAPSHOT',
+  '{"type": "STATE_SNAPSHOT", "snapshot": {"forged": true}, "metadata": {"stream": "guarded:s-42", "seq": 2}}')$$);
+-- a seq that is not the next: taken, skipped ahead, or the last there is
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 1, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "x", "metadata": {"stream": "@t", "seq": 1}}')$$);
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 9223372036854775807, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "x", "metadata": {"stream": "@t", "seq": 9223372036854775807}}')$$);
+-- the next seq, dated yesterday (another day's partition, where the
+-- primary key would not see seq 3 taken again), or tomorrow
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event, created_at) VALUES ('@t', 3, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "x", "metadata": {"stream": "@t", "seq": 3}}', now() - interval '1 day')$$);
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event, created_at) VALUES ('@t', 3, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "x", "metadata": {"stream": "@t", "seq": 3}}', now() + interval '1 day')$$);
+-- an event hx_stream_send would refuse, a type column that is not the
+-- event's, metadata of another stream or seq
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 3, 'RUN_STARTED',
+  '{"type": "RUN_STARTED", "metadata": {"stream": "@t", "seq": 3}}')$$);
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 3, 'STATE_SNAPSHOT',
+  '{"type": "CUSTOM", "name": "x", "metadata": {"stream": "@t", "seq": 3}}')$$);
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 3, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "x", "metadata": {"stream": "@u", "seq": 3}}')$$);
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 3, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "x"}')$$);
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 3, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "hx.rename", "metadata": {"stream": "@t", "seq": 3}}')$$);
+\pset tuples_only off
+\pset format aligned
+-- the next event of a log stream, as hx_stream_send would write it, goes in
+INSERT INTO hx_event (stream, seq, type, event) VALUES ('@t', 3, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "z", "metadata": {"stream": "@t", "seq": 3}}');
+SELECT hx_stream_send('@t', '{"type": "CUSTOM", "name": "after"}') AS next_seq;
+-- and a policy on the log confines the writer to its own log streams: it
+-- cannot end another application's
+RESET ROLE;
+ALTER TABLE hx_event ENABLE ROW LEVEL SECURITY;
+CREATE POLICY sender_own ON hx_event FOR INSERT TO regress_hx_sender
+	WITH CHECK (stream LIKE '@t%');
+SELECT hx_stream_send('@app', '{"type": "CUSTOM", "name": "x"}');
+SET ROLE regress_hx_sender;
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$INSERT INTO hx_event (stream, seq, type, event) VALUES ('@app', 2, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "hx.stream_end", "value": {"reason": "forged"}, "metadata": {"stream": "@app", "seq": 2}}')$$);
+SELECT err($$SELECT hx_stream_send('@app', '{"type": "CUSTOM", "name": "hx.stream_end", "value": {"reason": "forged"}}')$$);
+\pset tuples_only off
+\pset format aligned
+RESET ROLE;
+DROP POLICY sender_own ON hx_event;
+ALTER TABLE hx_event DISABLE ROW LEVEL SECURITY;
+-- the row's stream goes on from its own next seq, and the log is as the
+-- writers made it
+UPDATE guarded SET st = '{"n": 2}';
+SELECT stream, seq, type, event->'snapshot' AS snapshot, event->'delta' AS delta, event->>'name' AS name
+  FROM hx_event WHERE stream IN ('@t', '@app', 'guarded:s-42') ORDER BY 1, 2;
+-- the log's owner (a superuser here) is not checked: pg_restore writes
+-- events in the order of its dump
+INSERT INTO hx_event (stream, seq, type, event, created_at) VALUES ('@restored', 7, 'CUSTOM',
+  '{"type": "CUSTOM", "name": "x", "metadata": {"stream": "@restored", "seq": 7}}', now() - interval '2 days');
+DROP TABLE guarded;
 REVOKE ALL ON hx_event FROM regress_hx_sender;
 DROP ROLE regress_hx_sender, regress_hx_nobody;
 

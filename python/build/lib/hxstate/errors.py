@@ -103,6 +103,20 @@ class Trimmed(HxError):
     sqlstate = "XH301"
 
 
+class OutOfSequence(HxError):
+    """XH302: an event inserted into hx_event by SQL whose seq is not its
+    stream's next, or that is dated out of order (hx_event_guard)."""
+
+    sqlstate = "XH302"
+
+
+class NoSuchRow(HxError):
+    """P0002: hx_stream_emit names a row that does not exist, or that the
+    caller may not update."""
+
+    sqlstate = "P0002"
+
+
 # core's codes that the README's table lists
 class InvalidParameterValue(HxError):
     """22023: a malformed patch or op list, an unknown option, a seq not reached."""
@@ -311,6 +325,8 @@ BY_SQLSTATE: dict[str, type[HxError]] = {
         StepPromoted,
         StepPromotedIntoAnotherRow,
         Trimmed,
+        OutOfSequence,
+        NoSuchRow,
         InvalidParameterValue,
         InvalidTextRepresentation,
         UntranslatableCharacter,

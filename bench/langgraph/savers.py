@@ -6,8 +6,9 @@ A 500-turn conversation through a real graph (MessagesState, a fake chat
 model, a tool node): each message about 1 kB of text, a tool call every
 third turn (the model asks for the tool, the tool answers, the model
 replies).  Each contender has a database of its own on the same server and
-runs the whole conversation, the contenders in turn, turn by turn (so
-that they share the machine's load).  After 100, 250 and 500
+a process of its own (as a deployment has it: one saver's garbage is not
+collected in another's turn), and runs the whole conversation, the
+contenders in turn, turn by turn (so that they share the machine's load).  After 100, 250 and 500
 turns: the bytes on disk of every table the saver wrote (heap, indexes and
 TOAST: for HxSaver its schema's tables and the partitions of hxstate's log
 hx_event that hold its events, which it writes at every checkpoint; for
@@ -39,12 +40,14 @@ from __future__ import annotations
 
 import functools
 import itertools
+import multiprocessing
 import os
 import random
 import subprocess
 import sys
 import time
 import zlib
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -268,17 +271,59 @@ class Contender:
         self.probe.close()
 
 
-def run(contenders: list[Contender]) -> list[dict[str, Any]]:
-    """The conversations, turn by turn, the contenders in turn: they share
-    the machine's load turn after turn.  The WAL of each is what the
-    server generated during its own turns (nothing else writes then)."""
-    for t in range(1, TURNS + 1):
-        for c in contenders:
-            c.turn(t)
-        if t in POINTS:
-            for c in contenders:
-                c.point(t)
-    return [r for c in contenders for r in c.results]
+def serve(pipe: Connection, name: str) -> None:
+    """A contender's process: its conversation, a turn or a point at a time
+    as the main process asks."""
+    kind, schema, schemas = CONTENDERS[name]
+    c = Contender(name, kind, schema, schemas)
+    pipe.send("ready")
+    while True:
+        cmd, arg = pipe.recv()
+        if cmd == "turn":
+            c.turn(arg)
+            pipe.send(None)
+        elif cmd == "point":
+            c.point(arg)
+            pipe.send(c.results[-1])
+        else:
+            c.close()
+            pipe.send(None)
+            return
+
+
+def run(names: list[str]) -> list[dict[str, Any]]:
+    """The conversations, turn by turn, the contenders in turn, each in a
+    process of its own: they share the machine's load turn after turn.
+    The WAL of each is what the server generated during its own turns
+    (nothing else writes then)."""
+    ctx = multiprocessing.get_context("fork")
+    workers: list[tuple[Connection, Any]] = []
+    for name in names:
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=serve, args=(theirs, name), daemon=True)
+        proc.start()
+        if mine.recv() != "ready":
+            raise RuntimeError(f"{name} did not start")
+        workers.append((mine, proc))
+    results: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(workers))}
+    try:
+        for t in range(1, TURNS + 1):
+            for pipe, _ in workers:
+                pipe.send(("turn", t))
+                pipe.recv()
+            if t in POINTS:
+                for i, (pipe, _) in enumerate(workers):
+                    pipe.send(("point", t))
+                    results[i].append(pipe.recv())
+        for pipe, proc in workers:
+            pipe.send(("close", None))
+            pipe.recv()
+            proc.join()
+    finally:
+        for _, proc in workers:
+            if proc.is_alive():
+                proc.terminate()
+    return [r for i in range(len(workers)) for r in results[i]]
 
 
 def cold_reads(rows: list[dict[str, Any]]) -> None:
@@ -362,14 +407,7 @@ def main() -> None:
         f"200 of them together {len(many) / len(zlib.compress(many)):.1f} to 1)"
     )
     only = os.environ.get("HX_BENCH_SAVERS")
-    contenders = [
-        Contender(name, kind, schema, schemas)
-        for name, (kind, schema, schemas) in CONTENDERS.items()
-        if not only or kind in only.split(",")
-    ]
-    rows = run(contenders)
-    for c in contenders:
-        c.close()
+    rows = run([name for name, (kind, _, _) in CONTENDERS.items() if not only or kind in only.split(",")])
     print(f"  cold reads: {COLD} of each checkpoint that was a head, the contenders in turn", flush=True)
     cold_reads(rows)
     if os.environ.get("HX_BENCH_HISTORY", "1") != "0":

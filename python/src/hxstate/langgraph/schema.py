@@ -352,6 +352,8 @@ def put_function(s: str, schema: str, server: Server) -> list[str]:
     checkpoint before it); 'conflict:<id>' when another writer continued
     its parent (id); 'exists' for a retry; else 'done' and the event's seq."""
     lock = quote_literal(f"hxstate.langgraph:{schema}")
+    # hx_stream_send itself, not publish(): a call of a SQL function less
+    send = f"{server.hx}.hx_stream_send" if server.publishing else f"{s}.publish"
     owner_lock = quote_literal(f"hxstate.langgraph.owner:{schema}")
     key = "c.thread_id = p_thread AND c.checkpoint_ns = p_ns"
     return [
@@ -422,7 +424,7 @@ BEGIN
                             THEN jsonb_build_object('type', 'STATE_DELTA', 'delta', v_event) END;
         END IF;
         IF v_event IS NOT NULL THEN
-            v_seq := {s}.publish({s}.stream_name(p_thread), v_event);
+            v_seq := {send}({quote_literal("@" + schema + ":")} || p_thread, v_event);
         END IF;
     END IF;
     INSERT INTO {s}.checkpoints

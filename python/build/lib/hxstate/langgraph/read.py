@@ -19,6 +19,7 @@ from hxstate.langgraph.rebuild import rebuild_steps
 from hxstate.langgraph.sealing import Sealer, open_part, open_write
 from hxstate.langgraph.steps import Context, Query, Rows, Steps, StepsOf
 from hxstate.langgraph.storage import checkpoint_of, dumps, unpack
+from hxstate.langgraph.writes import resolve_write
 
 __all__ = ["PAGE_SIZE", "Pager", "get_steps", "range_states_steps", "to_tuple"]
 
@@ -313,9 +314,9 @@ def to_tuple(
                  chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id=base_id),
         )
     pending = [
-        (w[0], w[1], ctx.codec.decode(open_write(
+        (w[0], w[1], ctx.codec.decode(resolve_write(state, open_write(
             ctx.sealer, (thread_id, ns, cid), w[0], w[4], w[1],
-            w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5]))))))
+            w[2] if w[5] is None else json.loads(unpack(base64.b64decode(w[5])))))))
         for w in writes or []
     ]
     configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -71,9 +72,14 @@ def run(*args: str | Path, cwd: Path | None = None, timeout: float = 600) -> sub
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The package built once, from its metadata, as pip builds it."""
+    """The package built once, from its metadata, as pip builds it: from a
+    copy of its sources (pip builds in the directory it is given, and
+    would leave build/ in the tree)."""
     dist = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", dist, PROJECT)
+    project = tmp_path_factory.mktemp("project") / "python"
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache", "tests"))
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", dist, project)
     (found,) = dist.glob("hxstate-*.whl")
     yield found
 

@@ -32,9 +32,8 @@ from langchain_core.messages import BaseMessage
 import hitl_graph
 from hxstate.langgraph import HxSaver
 from test_stream import expected
+from paths import HERE, SRC, TOP
 
-TOP = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 
 
 class Driver:
@@ -46,7 +45,7 @@ class Driver:
             **os.environ,
             "PGDATABASE": str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]),
             "HX_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join([str(TOP / "python" / "src"), str(HERE)]),
+            "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
         self.proc = subprocess.Popen(

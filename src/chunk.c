@@ -248,7 +248,16 @@ hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode)
 		s->body = NULL;
 		s->datum = NULL;
 		if (mode == HX_READ_BODIES || (mode == HX_READ_LAZY && s->refs > 0))
+		{
+			/*
+			 * A body stored in line and not compressed detoasts to a
+			 * pointer into the scan's buffer, which is released at the
+			 * scan's end: copy it.
+			 */
 			s->body = hx_detoast_jsonb(values[7]);
+			if ((Pointer) s->body == DatumGetPointer(values[7]))
+				s->body = (Jsonb *) copy_stored(values[7]);
+		}
 		else if (mode == HX_READ_LAZY)
 			s->datum = copy_stored(values[7]);
 		s->tid = tup->t_self;

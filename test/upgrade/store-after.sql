@@ -46,8 +46,12 @@ SELECT is((SELECT count(*) FROM sessions s JOIN upgrade_docs u USING (session_id
           'each state in pieces is written into its own document, its next generation');
 SELECT is((SELECT count(*) FROM hx_doc d WHERE d.dropped AND d.rel = 'sessions'::regclass), 0::bigint,
           'and the writes deleted the dropped document');
+UPDATE sessions SET state = hx_merge(state, '[{"op": "replace", "path": "/messages/0/content", "value": "edited once"}]')
+ WHERE session_id = 's-01';
+UPDATE sessions SET state = hx_merge(state, '[{"op": "replace", "path": "/messages/0/content", "value": "edited twice"}]')
+ WHERE session_id = 's-01';
 SELECT throws_ok($$SELECT state::text FROM held$$, 'XH401', NULL,
-                 'the held value is now two generations behind: gone, as documented');
+                 'once two writes replaced its segments, the held value is gone (XH401), as documented');
 INSERT INTO sessions (session_id, user_id, state)
 SELECT 's-30', 'u', jsonb_build_object('messages', (SELECT jsonb_agg(repeat('n', 100) || g) FROM generate_series(1, 60) g));
 SELECT cmp_ok((SELECT (hx_doc_info(state)).doc FROM sessions WHERE session_id = 's-30'), '>',

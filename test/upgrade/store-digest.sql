@@ -19,8 +19,8 @@ SELECT 'notes ' || count(*) || ' ' ||
 SELECT 'held ' || count(*) || ' ' || md5(string_agg(h.state::jsonb::text || ' ' || (hx_doc_info(h.state))::text, E'\n'))
   FROM held h;
 SELECT 'hx_doc ' || count(*) || ' ' ||
-       md5(string_agg(d.doc || ' ' || d.rel || ' ' || d.rel::regclass || ' ' || d.att || ' ' || d.gen || ' ' ||
-                      d.next_node || ' ' || d.dropped || ' ' || d.dead::text, E'\n' ORDER BY d.doc))
+       md5(string_agg(d.doc || ' ' || d.rel || ' ' || d.rel::regclass || ' ' || d.att || ' ' || d.dropped,
+                      E'\n' ORDER BY d.doc))
   FROM hx_doc d;
 SELECT 'hx_chunk ' || count(*) || ' ' ||
        md5(string_agg(c.doc || ' ' || c.node || ' ' || c.seg || ' ' || c.gen || ' ' || c.n || ' ' || c.len || ' ' ||

@@ -321,6 +321,63 @@ UPDATE rewritten SET state = append(state, 'd');
 SELECT fmt(state), state -> 'a_before' AS a_before, state -> 'log' -> -1 AS last, jsonb_array_length(state -> 'log') AS log FROM rewritten;
 SELECT count(*) AS documents FROM hx_doc WHERE rel = 'rewritten'::regclass;
 DROP TABLE rewritten;
+
+-- which other triggers that rule counts: a BEFORE row trigger of the
+-- event that fires after hx_store, whatever its WHEN or UPDATE OF (it
+-- could fire), also one of a partition alone; not a disabled one, one of
+-- another event, a statement trigger, nor an hx_store of another column
+-- (two columns stored by two triggers, each its own document).  Names
+-- compare bytewise, as PostgreSQL orders them: "Z_upper" fires before
+-- "m_store".
+CREATE TABLE ordered (id int PRIMARY KEY, flag int NOT NULL DEFAULT 0, state hxdoc NOT NULL);
+CREATE TRIGGER m_store BEFORE INSERT OR UPDATE OR DELETE ON ordered
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+CREATE TRIGGER "Z_upper" BEFORE INSERT ON ordered FOR EACH ROW EXECUTE FUNCTION stamp();
+CREATE FUNCTION nothing() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+CREATE TRIGGER z_statement BEFORE INSERT OR UPDATE OR DELETE ON ordered FOR EACH STATEMENT EXECUTE FUNCTION nothing();
+CREATE TRIGGER z_disabled BEFORE INSERT OR UPDATE OR DELETE ON ordered FOR EACH ROW EXECUTE FUNCTION stamp();
+ALTER TABLE ordered DISABLE TRIGGER z_disabled;
+CREATE TRIGGER z_insert BEFORE INSERT ON ordered FOR EACH ROW WHEN (NEW.id > 100) EXECUTE FUNCTION stamp();
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$INSERT INTO ordered (id, state) VALUES (1, big(1))$$);
+DROP TRIGGER z_insert ON ordered;
+SELECT err($$INSERT INTO ordered (id, state) VALUES (1, big(1)), (2, big(2))$$);
+CREATE TRIGGER z_insert BEFORE INSERT ON ordered FOR EACH ROW EXECUTE FUNCTION stamp();
+SELECT err($$UPDATE ordered SET state = append(state, 'a')$$);
+SELECT err($$DELETE FROM ordered WHERE id = 2$$);
+CREATE TRIGGER z_update_of BEFORE UPDATE OF flag ON ordered FOR EACH ROW EXECUTE FUNCTION stamp();
+SELECT err($$UPDATE ordered SET state = append(state, 'b')$$);
+\pset tuples_only off
+\pset format aligned
+SELECT fmt(state), state -> 'Z_upper' AS "Z_upper", state -> 'z_disabled' AS z_disabled,
+       state -> 'log' -> -1 AS last, jsonb_array_length(state -> 'log') AS log FROM ordered;
+DROP TABLE ordered;
+DROP FUNCTION nothing();
+CREATE TABLE ordered (id int, part int, state hxdoc NOT NULL, PRIMARY KEY (id, part)) PARTITION BY LIST (part);
+CREATE TABLE ordered_1 PARTITION OF ordered FOR VALUES IN (1);
+CREATE TRIGGER m_store BEFORE INSERT OR UPDATE OR DELETE ON ordered
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+CREATE TRIGGER z_partition BEFORE INSERT ON ordered_1 FOR EACH ROW EXECUTE FUNCTION stamp();
+\pset tuples_only on
+\pset format unaligned
+SELECT err($$INSERT INTO ordered VALUES (1, 1, big(1))$$);
+\pset tuples_only off
+\pset format aligned
+DROP TABLE ordered;
+CREATE TABLE two_columns (id int PRIMARY KEY, a hxdoc, b hxdoc);
+CREATE TRIGGER a_store BEFORE INSERT OR UPDATE OR DELETE ON two_columns
+  FOR EACH ROW EXECUTE FUNCTION hx_store('a', 'threshold=256', 'segment=1024');
+CREATE TRIGGER b_store BEFORE INSERT OR UPDATE OR DELETE ON two_columns
+  FOR EACH ROW EXECUTE FUNCTION hx_store('b', 'threshold=256', 'segment=1024');
+INSERT INTO two_columns VALUES (1, big(1), big(2));
+UPDATE two_columns SET a = hx_merge(a, '[{"op": "increment", "path": "/n", "by": 10}]'), b = append(b, 'b');
+SELECT fmt(a) AS a, fmt(b) AS b, a -> 'n' AS a_n, b -> 'log' -> -1 AS b_last,
+       (hx_doc_info(a)).doc <> (hx_doc_info(b)).doc AS documents_of_their_own FROM two_columns;
+DELETE FROM two_columns;
+SELECT hx_store_gc('two_columns') AS collected;
+SELECT count(*) AS documents FROM hx_doc WHERE rel = 'two_columns'::regclass;
+DROP TABLE two_columns;
 DROP FUNCTION stamp();
 
 -- ---------------------------------------------------------------------

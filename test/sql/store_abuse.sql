@@ -511,6 +511,35 @@ SELECT count(*) AS documents_after_drop FROM hx_doc WHERE rel = 'src'::regclass;
 SELECT err($$UPDATE src SET state = append(state, 'x')$$);
 \pset tuples_only off
 \pset format aligned
+-- ---------------------------------------------------------------------
+-- The last-trigger rule counts the triggers that fire as the session's
+-- session_replication_role says: on a subscriber's apply worker
+-- (replica), a trigger enabled for the origin only does not fire, so it
+-- does not block hx_store ENABLE ALWAYS; one enabled for replicas only
+-- does not block writes at the origin, and does block them as a replica
+-- ---------------------------------------------------------------------
+CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TABLE roles_t (id int PRIMARY KEY, s hxdoc);
+CREATE TRIGGER m_store BEFORE INSERT OR UPDATE OR DELETE ON roles_t
+  FOR EACH ROW EXECUTE FUNCTION hx_store('s', 'threshold=256');
+CREATE TRIGGER z_origin BEFORE INSERT ON roles_t FOR EACH ROW EXECUTE FUNCTION stamp();
+ALTER TABLE roles_t ENABLE ALWAYS TRIGGER m_store;
+\pset tuples_only on
+\pset format unaligned
+SET session_replication_role = replica;
+SELECT err($$INSERT INTO roles_t VALUES (1, big(1))$$) AS replica_insert;
+RESET session_replication_role;
+SELECT err($$INSERT INTO roles_t VALUES (2, big(2))$$) AS origin_insert;
+ALTER TABLE roles_t ENABLE REPLICA TRIGGER z_origin;
+SELECT err($$INSERT INTO roles_t VALUES (3, big(3))$$) AS origin_insert_replica_trigger;
+SET session_replication_role = replica;
+SELECT err($$INSERT INTO roles_t VALUES (4, big(4))$$) AS replica_insert_replica_trigger;
+RESET session_replication_role;
+\pset tuples_only off
+\pset format aligned
+SELECT id, fmt(s), s::jsonb = big(id) AS same FROM roles_t ORDER BY id;
+DROP TABLE roles_t;
+DROP FUNCTION stamp();
 DROP TABLE src, before_rewrite, copied_out;
 DROP FUNCTION big(int, int), append(jsonb, text), fmt(hxdoc);
 SELECT count(*) AS documents_left FROM hx_doc;

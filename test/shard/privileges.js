@@ -6,9 +6,10 @@
 // import events, turn the triggers off, or write the router's tables,
 // each refused with 42501, even where EXECUTE was granted to it by
 // mistake; a fence holds against its plain SQL; the mover's role (mover)
-// runs the move's functions on a shard, and only with SET on
-// session_replication_role.  moves.js calls it before its load; the moves
-// it then runs as mover show that the documented grants make moves work.
+// runs the move's functions on a shard, only with SET on
+// session_replication_role, and they call no function planted in public.
+// moves.js calls it before its load; the moves it then runs as mover show
+// that the documented grants make moves work.
 const pg = require('pg');
 
 /** Run sql as user on a server's database; {rows} or {code, message}. */
@@ -109,8 +110,21 @@ async function checkPrivileges(checks, { router, shard, other, key }) {
       const r = await as(shard, 'app', 'app', sql);
       checks.ok(r.code === 'XH501', `app on a fenced session: ${sql.slice(0, 50)} is refused (XH501)`, shown(r));
     }
-    const exported = await as(shard, 'app', 'mover', 'SELECT hxshard.export_row($1) ->> $2 AS k', [key, 'session_id']);
-    checks.ok(exported.rows && exported.rows[0].k === key, 'mover on a shard: hxshard.export_row runs', shown(exported));
+    // a function planted in public by a role that may create there (not
+    // PUBLIC's right since PostgreSQL 15, but a database may grant it) is
+    // not what the mover's functions call: they name pg_catalog's and the
+    // extension's objects with their schema
+    await as(shard, 'app', 'postgres', 'GRANT CREATE ON SCHEMA public TO app');
+    const planted = await as(shard, 'app', 'app', `CREATE FUNCTION public.to_jsonb(public.sessions) RETURNS jsonb
+      LANGUAGE sql AS $$ SELECT '{"session_id": "planted"}'::jsonb $$`);
+    try {
+      const exported = await as(shard, 'app', 'mover', 'SELECT hxshard.export_row($1) ->> $2 AS k', [key, 'session_id']);
+      checks.ok(!planted.code && exported.rows && exported.rows[0].k === key,
+        'mover on a shard: hxshard.export_row runs, and calls pg_catalog.to_jsonb, not one planted in public', shown(planted.code ? planted : exported));
+    } finally {
+      await as(shard, 'app', 'app', 'DROP FUNCTION IF EXISTS public.to_jsonb(public.sessions)');
+      await as(shard, 'app', 'postgres', 'REVOKE CREATE ON SCHEMA public FROM app');
+    }
   } finally {
     const r = await as(shard, 'app', 'mover', 'SELECT hxshard.unfence($1) AS u', [key]);
     checks.ok(r.rows && r.rows[0].u === true, 'mover on a shard: hxshard.unfence lifts the fence', shown(r));

@@ -19,7 +19,7 @@
 --
 -- The shards are the options p0, p1, ... of the foreign server hxshard
 -- (PL/Proxy's SQL/MED cluster), whose user mapping for PUBLIC connects as
--- the calling user (a shard's connection string names no user).
+-- the session's user (a shard's connection string names no user).
 --
 -- Every function runs with its caller's privileges (none is SECURITY
 -- DEFINER), on the router and, through PL/Proxy, on the shards.  The

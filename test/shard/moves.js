@@ -90,7 +90,7 @@ async function main() {
 
     // the followers
     const home = await where(keys[0]);
-    await checkPrivileges(checks, { router: routerServer, shard: shards[home], other: (home + 1) % SHARDS, key: keys[0] });
+    await checkPrivileges(checks, { router: routerServer, shard: shards[home], other: (home + 1) % SHARDS, key: keys[0], keys, shards: SHARDS });
 
     hub = new HxShardedHub({ router: routerServer.config('router', { user: 'hub' }), shard: { user: 'hub' },
       routeInterval: 2000, reconnect: { min: 50, max: 1000 },

@@ -47,8 +47,10 @@ async function checkNoDefiner(checks, server, database, what) {
  * @param {Server} o.shard the shard (database "app") where key lives
  * @param {number} o.other another shard's number
  * @param {string} o.key a session that lives on o.shard
+ * @param {string[]} o.keys every session of the run
+ * @param {number} o.shards how many shards
  */
-async function checkPrivileges(checks, { router, shard, other, key }) {
+async function checkPrivileges(checks, { router, shard, other, key, keys, shards }) {
   await checkNoDefiner(checks, shard, 'app', 'a shard');
   await checkNoDefiner(checks, router, 'router', 'the router');
 
@@ -163,6 +165,25 @@ async function checkPrivileges(checks, { router, shard, other, key }) {
   }
   const routed = await as(router, 'router', 'app', 'SELECT hxshard.get($1) ->> $2 AS k', [key, 'session_id']);
   checks.ok(routed.rows && routed.rows[0].k === key, 'app on the router: hxshard.get reaches the shard as app', shown(routed));
+
+  // the mover's other procedures and functions on the router, with its
+  // grants: a bucket that holds none of the run's sessions moved to
+  // another shard and back (its lock, its row, every shard's
+  // sessions_in), rebalance (even already), abort_move of no move
+  const empty = await as(router, 'router', 'mover', `SELECT b, (SELECT x.shard FROM hxshard.bucket x WHERE x.bucket = b) AS shard
+      FROM generate_series(0, 1023) b
+     WHERE b <> ALL (SELECT hxshard.bucket_of(k) FROM unnest($1::text[]) k) LIMIT 1`, [keys]);
+  if (checks.ok(empty.rows && empty.rows.length === 1, 'a bucket without sessions of the run', shown(empty))) {
+    const { b, shard: home } = empty.rows[0];
+    const to = (home + 1) % shards;
+    const there = await as(router, 'router', 'mover', 'CALL hxshard.move_bucket($1, $2)', [b, to]);
+    const back = await as(router, 'router', 'mover', 'CALL hxshard.move_bucket($1, $2)', [b, home]);
+    checks.ok(!there.code && !back.code, `mover on the router: CALL hxshard.move_bucket(${b}, ${to}) and back run`, shown(there.code ? there : back));
+  }
+  const even = await as(router, 'router', 'mover', 'CALL hxshard.rebalance()');
+  checks.ok(even.rows && even.rows[0].buckets === 0, 'mover on the router: CALL hxshard.rebalance() runs (0 buckets: even already)', shown(even));
+  const none = await as(router, 'router', 'mover', "SELECT hxshard.abort_move('no-such-session') AS a");
+  checks.ok(none.rows && none.rows[0].a === 'none', 'mover on the router: hxshard.abort_move runs', shown(none));
 }
 
 module.exports = { checkPrivileges };

@@ -157,7 +157,7 @@ async function main() {
     for (const [i, cfg] of shardClients.entries()) {
       const db = new pg.Client(cfg);
       await db.connect();
-      const r = await db.query(`SELECT s.session_id AS k, s.state, h.seq FROM sessions s
+      const r = await db.query(`SELECT s.session_id AS k, s.state::jsonb AS state, h.seq FROM sessions s
         CROSS JOIN LATERAL hx_stream_snapshot('sessions', s.session_id) h`);
       for (const x of r.rows) rows.set(x.k, { shard: i, seq: Number(x.seq), state: x.state });
       await db.end();

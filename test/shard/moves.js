@@ -178,7 +178,7 @@ async function main() {
     for (let i = 0; i < SHARDS; i++) {
       const db = new pg.Client(shards[i].config('app'));
       await db.connect();
-      const { rows } = await db.query(`SELECT s.session_id AS k, s.state, h.seq FROM sessions s
+      const { rows } = await db.query(`SELECT s.session_id AS k, s.state::jsonb AS state, h.seq FROM sessions s
         CROSS JOIN LATERAL hx_stream_snapshot('sessions', s.session_id) h
         WHERE NOT EXISTS (SELECT 1 FROM hxshard.fence f WHERE f.session_id = s.session_id)`);
       for (const r of rows) heads.set(r.k, { shard: i, seq: Number(r.seq), state: r.state });

@@ -46,11 +46,19 @@ DATA = \
 REGRESS = setup patch merge diff compress limits guard phase stream names send runs store security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent step-promote upgrade-rename
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent step-promote upgrade-rename extension-cache
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config
+# The catalog cache on pg_extension (EXTENSIONOID), which PostgreSQL 18 has
+# and the minor releases of 15 to 17 since early 2026 added at the end of
+# their list: src/catalog.c keeps what pg_extension says when the server
+# has it.  (An enum member cannot be tested by the preprocessor.)
+ifneq ($(shell grep -s -l -w EXTENSIONOID '$(shell $(PG_CONFIG) --includedir-server)/utils/syscache.h'),)
+PG_CPPFLAGS += -DHX_HAVE_EXTENSIONOID
+endif
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 

@@ -21,6 +21,7 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	hx_catalog_init();
 	hx_ops_init();
 	hx_phase_init();
 	hx_stream_init();

@@ -46,7 +46,7 @@ DATA = \
 REGRESS = setup patch merge diff compress limits guard phase stream names send runs store security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent step-promote upgrade-rename extension-cache trigger-cache
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent step-promote upgrade-rename extension-cache trigger-cache log-indexes
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 

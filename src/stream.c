@@ -431,9 +431,9 @@ notify_event(PayloadMode mode, const char *stream, int64 seq,
 }
 
 /*
- * Log and notify one event of stream (under SPI, the log prepared, the
- * stream's writers serialised); body, an unpacked object, gets the common
- * members.  Its seq.
+ * Log and notify one event of stream (the log prepared, the stream's
+ * writers serialised); body, an unpacked object, gets the common members.
+ * Its seq.
  */
 int64
 hx_stream_emit_as(PayloadMode mode, const char *stream, const char *type, HxNode *body)
@@ -694,8 +694,6 @@ hx_stream(PG_FUNCTION_ARGS)
 									ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(workcxt);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	hx_log_prepare();
 	check_log_privileges(rel);
 
@@ -771,7 +769,6 @@ hx_stream(PG_FUNCTION_ARGS)
 	}
 
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	SPI_finish();
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(workcxt);
 	return PointerGetDatum(NULL);

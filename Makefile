@@ -3,6 +3,7 @@
 EXTENSION = hxstate
 MODULE_big = hxstate
 OBJS = \
+	src/backfill.o \
 	src/catalog.o \
 	src/chunk.o \
 	src/compress.o \
@@ -43,10 +44,10 @@ DATA = \
 	sql/hxstate--0.6.0--0.7.0.sql \
 	sql/hxstate--0.7.0.sql
 
-REGRESS = setup patch merge diff compress limits guard phase stream names send runs store security searchpath steps replay sessions upgrade
+REGRESS = setup patch merge diff compress limits guard phase stream names send runs store migrate security searchpath steps replay sessions upgrade
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent step-promote upgrade-rename extension-cache trigger-cache log-indexes
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-migrate step-promote upgrade-rename extension-cache trigger-cache log-indexes
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 
@@ -61,6 +62,9 @@ endif
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# hxdoc decompresses its segments itself (src/chunk.c) when the server has lz4
+SHLIB_LINK += $(filter -llz4, $(LIBS))
 
 EXTRA_CLEAN = test/isolation/output
 

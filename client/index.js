@@ -13,9 +13,13 @@
 //   stream.on('event', (event, state) => { ... });
 //   await stream.start();
 //
+//   const { HxShardedHub } = require('hxstate-client');   // sessions on PL/Proxy shards
+//   const hub = new HxShardedHub({ router: { database: 'router' } });
+//
 // See README.md for the API and the protocol.
 const { HxStream } = require('./lib/stream');
 const { HxHub, HxSubscription } = require('./lib/hub');
+const { HxShardedHub } = require('./lib/sharded');
 const { applyEvent, isStreamEnd, STREAM_END } = require('./lib/apply');
 
-module.exports = { HxHub, HxSubscription, HxStream, applyEvent, isStreamEnd, STREAM_END };
+module.exports = { HxHub, HxSubscription, HxStream, HxShardedHub, applyEvent, isStreamEnd, STREAM_END };

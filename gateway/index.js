@@ -4,8 +4,10 @@
 //
 //   const { createGateway } = require('hxstate-gateway');
 //   const gateway = createGateway({ pg: process.env.DATABASE_URL, tables: ['sessions'], secret });
-//   http.createServer(gateway.handler).listen(8080);
+//   await gateway.ready;
+//   createServer(gateway).listen(8080);   // http.Server with the server's own bounds
 const { createGateway, Gateway } = require('./lib/gateway');
+const { createServer } = require('./lib/server');
 const { mintToken, verifyToken, tokenAuthorizer, requestToken } = require('./lib/token');
 const { refusal } = require('./lib/frames');
 const { messagesOf, interruptsOf, capabilitiesOf } = require('./lib/agui');
@@ -13,6 +15,6 @@ const { setupDurable } = require('./lib/durable/setup');
 const { durableToken } = require('./lib/durable/auth');
 
 module.exports = {
-  createGateway, Gateway, mintToken, verifyToken, tokenAuthorizer, requestToken, refusal,
+  createGateway, Gateway, createServer, mintToken, verifyToken, tokenAuthorizer, requestToken, refusal,
   messagesOf, interruptsOf, capabilitiesOf, setupDurable, durableToken,
 };

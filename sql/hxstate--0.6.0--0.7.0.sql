@@ -126,6 +126,11 @@ CREATE TABLE @extschema@.hx_chunk (
     PRIMARY KEY (doc, node, seg, gen)
 ) WITH (user_catalog_table = true, toast_tuple_target = 8160);
 
+-- a segment stays in its row (hx_store keeps it under 7,680 bytes of jsonb):
+-- logical decoding reads segments with a historic snapshot, which cannot
+-- fetch TOAST
+ALTER TABLE @extschema@.hx_chunk ALTER COLUMN body SET STORAGE MAIN;
+
 COMMENT ON TABLE @extschema@.hx_chunk
 IS 'the segments of the hxdoc documents stored in pieces: runs of a node''s elements or members, compressed';
 
@@ -143,7 +148,7 @@ AS 'MODULE_PATHNAME', 'hx_store'
 LANGUAGE C;
 
 COMMENT ON FUNCTION @extschema@.hx_store()
-IS 'row trigger (column [, ...] [, threshold=, segment=]): stores hxdoc values so that a write writes only what it changed';
+IS 'row trigger (column [, ...] [, threshold=, segment=, from=]): stores hxdoc values so that a write writes only what it changed';
 
 CREATE FUNCTION @extschema@.hx_doc_info(value @extschema@.hxdoc,
                                         OUT format pg_catalog.text, OUT doc pg_catalog.int8,
@@ -166,6 +171,16 @@ COMMENT ON FUNCTION @extschema@.hx_store_gc(pg_catalog.regclass)
 IS 'delete the stored hxdoc documents that no row holds (of one table, or of all): deleted rows, emptied or dropped tables and columns; how many';
 
 REVOKE EXECUTE ON FUNCTION @extschema@.hx_store_gc(pg_catalog.regclass) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.hx_store_backfill(source pg_catalog.regclass, col pg_catalog.name,
+                                              start pg_catalog.int8 DEFAULT 0,
+                                              blocks pg_catalog.int4 DEFAULT 64)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'hx_store_backfill'
+LANGUAGE C VOLATILE;
+
+COMMENT ON FUNCTION @extschema@.hx_store_backfill(pg_catalog.regclass, pg_catalog.name, pg_catalog.int8, pg_catalog.int4)
+IS 'one batch of moving a table to an hxdoc column that an hx_store trigger takes from a jsonb column (from=): the rows of blocks [start, start + blocks) that do not have it yet; the next batch''s start, NULL at the table''s end';
 
 CREATE FUNCTION @extschema@.hx_store_dropped()
 RETURNS event_trigger

@@ -39,6 +39,9 @@
 #include "access/toast_internals.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/indexing.h"
+#include "common/pg_lzcompress.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
@@ -51,6 +54,10 @@
 #include "utils/snapmgr.h"
 
 #include "doc.h"
+
+#ifdef USE_LZ4
+#include <lz4.h>
+#endif
 
 #define DOC_NATTS	4
 #define CHUNK_NATTS 8
@@ -86,16 +93,6 @@ open_table(const char *name, LOCKMODE mode, const Oid *types, int natts)
 	return rel;
 }
 
-static Relation
-open_pk(Relation rel, LOCKMODE mode)
-{
-	Oid			pk = hx_primary_key_index(rel);
-
-	if (!OidIsValid(pk))
-		elog(ERROR, "relation \"%s\" has no primary key", RelationGetRelationName(rel));
-	return index_open(pk, mode);
-}
-
 /* ---------------------------------------------------------------------
  * Reading
  * ---------------------------------------------------------------------
@@ -112,72 +109,266 @@ doc_from_slot(TupleTableSlot *slot, HxDocRow *row)
 	row->tid = slot->tts_tid;
 }
 
+/*
+ * During logical decoding: is the index's file, as the historic snapshot
+ * names it, its file now?
+ */
+static bool
+index_is_current(Oid indexid)
+{
+	Relation	index = index_open(indexid, AccessShareLock);
+	Relation	classrel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	Snapshot	snapshot;
+	HeapTuple	tup;
+	bool		current = false;
+
+	ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(indexid));
+	snapshot = RegisterSnapshot(GetNonHistoricCatalogSnapshot(RelationRelationId));
+	scan = systable_beginscan(classrel, ClassOidIndexId, true, snapshot, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		current = ((Form_pg_class) GETSTRUCT(tup))->relfilenode == index->rd_rel->relfilenode;
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(classrel, AccessShareLock);
+	index_close(index, AccessShareLock);
+	return current;
+}
+
+static int
+segment_cmp(const ListCell *a, const ListCell *b)
+{
+	HxSegId    *x = &((HxSegment *) lfirst(a))->id;
+	HxSegId    *y = &((HxSegment *) lfirst(b))->id;
+
+	if (x->node != y->node)
+		return (x->node < y->node) ? -1 : 1;
+	if (x->seg != y->seg)
+		return (x->seg < y->seg) ? -1 : 1;
+	return (x->gen < y->gen) ? -1 : (x->gen > y->gen);
+}
+
+/*
+ * Scans of the side tables through their primary keys, by systable_*:
+ * what PostgreSQL allows while logical decoding reads them for a value of
+ * a transaction still in progress (it watches for that transaction
+ * aborting).  During decoding, an index that was rebuilt since the change
+ * being decoded (REINDEX, VACUUM FULL, CLUSTER of the table) is not read
+ * (the historic snapshot names its old file, which is gone): the table is
+ * scanned instead, which PostgreSQL reads at its current file.
+ */
+static SysScanDesc
+scan_by_doc(Relation heap, Snapshot snapshot, int64 doc, ScanKey key)
+{
+	Oid			pk = hx_primary_key_index(heap);
+	bool		indexok = OidIsValid(pk);
+
+	if (indexok && HistoricSnapshotActive())
+		indexok = index_is_current(pk);
+	ScanKeyInit(key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
+	return systable_beginscan(heap, pk, indexok, snapshot, 1, key);
+}
+
 /* hx_doc's row of doc, as snapshot sees it; false when there is none */
 bool
 hx_chunk_read_doc(int64 doc, Snapshot snapshot, HxDocRow *row)
 {
 	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
-	Relation	index = open_pk(heap, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	IndexScanDesc scan;
 	ScanKeyData key;
-	bool		found;
+	SysScanDesc scan = scan_by_doc(heap, snapshot, doc, &key);
+	HeapTuple	tup = systable_getnext(scan);
+	bool		found = HeapTupleIsValid(tup);
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
-	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
-		doc_from_slot(slot, row);
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
+	{
+		Datum		values[DOC_NATTS];
+		bool		nulls[DOC_NATTS];
+
+		heap_deform_tuple(tup, RelationGetDescr(heap), values, nulls);
+		row->doc = DatumGetInt64(values[0]);
+		row->rel = DatumGetObjectId(values[1]);
+		row->att = DatumGetInt16(values[2]);
+		row->dropped = DatumGetBool(values[3]);
+		row->tid = tup->t_self;
+	}
+	systable_endscan(scan);
 	table_close(heap, AccessShareLock);
 	return found;
+}
+
+/* A stored datum, copied (fetched from TOAST, still compressed, if out of line) */
+static struct varlena *
+copy_stored(Datum d)
+{
+	struct varlena *v = (struct varlena *) DatumGetPointer(d);
+	struct varlena *copy;
+
+	if (VARATT_IS_EXTERNAL(v))
+		return detoast_external_attr(v);
+	copy = palloc(VARSIZE_ANY(v));
+	memcpy(copy, v, VARSIZE_ANY(v));
+	return copy;
 }
 
 /*
  * Every segment of doc that snapshot sees, in key order (node, seg, gen),
  * with its body (detoasted and decompressed into the current memory
- * context) when bodies is true.
+ * context) as mode says.
  */
 List *
-hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies)
+hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode)
 {
 	Relation	heap = open_table("hx_chunk", AccessShareLock, chunk_types, CHUNK_NATTS);
-	Relation	index = open_pk(heap, AccessShareLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	IndexScanDesc scan;
+	TupleDesc	desc = RelationGetDescr(heap);
 	ScanKeyData key;
+	SysScanDesc scan = scan_by_doc(heap, snapshot, doc, &key);
+	HeapTuple	tup;
 	List	   *segs = NIL;
 	int			count = 0;
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(doc));
-	scan = hx_index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		HxSegment  *s = palloc(sizeof(HxSegment));
+		Datum		values[CHUNK_NATTS];
+		bool		nulls[CHUNK_NATTS];
 
 		if ((++count & 255) == 0)
 			CHECK_FOR_INTERRUPTS();
-		slot_getallattrs(slot);
-		s->id.node = DatumGetInt32(slot->tts_values[1]);
-		s->id.seg = DatumGetInt64(slot->tts_values[2]);
-		s->id.gen = DatumGetInt64(slot->tts_values[3]);
-		s->n = DatumGetInt32(slot->tts_values[4]);
-		s->rawlen = DatumGetInt32(slot->tts_values[5]);
-		s->refs = DatumGetInt32(slot->tts_values[6]);
-		s->stored = (int32) toast_datum_size(slot->tts_values[7]);
-		s->body = bodies ? hx_detoast_jsonb(slot->tts_values[7]) : NULL;
-		s->tid = slot->tts_tid;
+		heap_deform_tuple(tup, desc, values, nulls);
+		s->id.node = DatumGetInt32(values[1]);
+		s->id.seg = DatumGetInt64(values[2]);
+		s->id.gen = DatumGetInt64(values[3]);
+		s->n = DatumGetInt32(values[4]);
+		s->rawlen = DatumGetInt32(values[5]);
+		s->refs = DatumGetInt32(values[6]);
+		s->stored = (int32) toast_datum_size(values[7]);
+		s->body = NULL;
+		s->datum = NULL;
+		if (mode == HX_READ_BODIES || (mode == HX_READ_LAZY && s->refs > 0))
+		{
+			/*
+			 * A body stored in line and not compressed detoasts to a
+			 * pointer into the scan's buffer, which is released at the
+			 * scan's end: copy it.
+			 */
+			s->body = hx_detoast_jsonb(values[7]);
+			if ((Pointer) s->body == DatumGetPointer(values[7]))
+				s->body = (Jsonb *) copy_stored(values[7]);
+		}
+		else if (mode == HX_READ_LAZY)
+			s->datum = copy_stored(values[7]);
+		s->tid = tup->t_self;
 		segs = lappend(segs, s);
 	}
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, AccessShareLock);
+
+	/*
+	 * The index gives segments in key order; the table scan of a rebuilt
+	 * index (decoding only) in the table's
+	 */
+	if (list_length(segs) > 1)
+		list_sort(segs, segment_cmp);
+	systable_endscan(scan);
 	table_close(heap, AccessShareLock);
 	return segs;
+}
+
+static void
+error_segment(HxSegment *s)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("segment (%d, %lld, %lld) of an hxdoc document cannot be read",
+					s->id.node, (long long) s->id.seg, (long long) s->id.gen),
+			 errdetail("Its bytes are not the %d bytes of jsonb its row of hx_chunk says.",
+					   s->rawlen)));
+}
+
+/*
+ * Load a segment read lazily (an HxSegment *, as HxPartLoad takes it):
+ * its jsonb datum, s->rawlen bytes, decompressed into dest, without an
+ * allocation of its own (the encoder loads one segment after another into
+ * one buffer)
+ */
+void
+hx_segment_load(void *segment, char *dest)
+{
+	HxSegment  *s = (HxSegment *) segment;
+	struct varlena *v = s->datum;
+
+	if (v == NULL)
+	{
+		/* read whole already */
+		if (s->body == NULL || VARSIZE(s->body) != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest, s->body, s->rawlen);
+		return;
+	}
+	if (VARATT_IS_COMPRESSED(v))
+	{
+		int32		rawsize = (int32) VARDATA_COMPRESSED_GET_EXTSIZE(v);
+		const char *src = (const char *) v + VARHDRSZ_COMPRESSED;
+		int32		slen = (int32) (VARSIZE(v) - VARHDRSZ_COMPRESSED);
+		int32		got = -1;
+
+		if ((Size) rawsize + VARHDRSZ != (Size) s->rawlen)
+			error_segment(s);
+		switch (VARDATA_COMPRESSED_GET_COMPRESS_METHOD(v))
+		{
+			case TOAST_PGLZ_COMPRESSION_ID:
+				got = pglz_decompress(src, slen, dest + VARHDRSZ, rawsize, true);
+				break;
+			case TOAST_LZ4_COMPRESSION_ID:
+#ifdef USE_LZ4
+				got = LZ4_decompress_safe(src, dest + VARHDRSZ, slen, rawsize);
+#else
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("compression method lz4 not supported"),
+						 errdetail("This functionality requires the server to be built with lz4 support.")));
+#endif
+				break;
+			default:
+				error_segment(s);
+		}
+		if (got != rawsize)
+			error_segment(s);
+		SET_VARSIZE(dest, rawsize + VARHDRSZ);
+	}
+	else if (VARATT_IS_SHORT(v))
+	{
+		Size		len = VARSIZE_SHORT(v) - VARHDRSZ_SHORT;
+
+		if (len + VARHDRSZ != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest + VARHDRSZ, VARDATA_SHORT(v), len);
+		SET_VARSIZE(dest, len + VARHDRSZ);
+	}
+	else
+	{
+		if (VARSIZE(v) != (Size) s->rawlen)
+			error_segment(s);
+		memcpy(dest, v, s->rawlen);
+	}
+}
+
+/* A segment's body, decompressed now if it was read lazily */
+Jsonb *
+hx_segment_body(HxSegment *s)
+{
+	if (s->body == NULL)
+	{
+		char	   *dest;
+
+		if (s->datum == NULL || s->rawlen < (int32) (VARHDRSZ + sizeof(uint32)))
+			error_segment(s);
+		dest = palloc(s->rawlen);
+		hx_segment_load(s, dest);
+		s->body = (Jsonb *) dest;
+	}
+	return s->body;
 }
 
 /*
@@ -241,14 +432,14 @@ doc_row_cmp(const ListCell *a, const ListCell *b)
 /*
  * The documents (HxDocRow *) of a table's column, of all its columns when
  * att is 0, or of every table when rel is InvalidOid, in (rel, att, doc)
- * order, by the latest snapshot
+ * order, by snapshot (the latest when NULL)
  */
 List *
-hx_chunk_docs_of(Oid rel, int16 att)
+hx_chunk_docs_of(Oid rel, int16 att, Snapshot given)
 {
 	Relation	heap = open_table("hx_doc", AccessShareLock, doc_types, DOC_NATTS);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot = RegisterSnapshot(given ? given : GetLatestSnapshot());
 	List	   *docs = NIL;
 
 	if (OidIsValid(rel))
@@ -496,7 +687,7 @@ hx_chunk_purge_doc(HxChunkWriter *w, int64 doc, bool any)
 		UnregisterSnapshot(snapshot);
 		return false;
 	}
-	segs = hx_chunk_read_segments(doc, snapshot, false);
+	segs = hx_chunk_read_segments(doc, snapshot, HX_READ_KEYS);
 	foreach(lc, segs)
 	{
 		HxSegment  *s = (HxSegment *) lfirst(lc);

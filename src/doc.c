@@ -13,8 +13,7 @@
  * A value in line is a jsonb datum behind a header; every value that SQL
  * makes (input, a cast) is in line.  Only the hx_store trigger makes a
  * value in pieces, when it stores a large one into its row.  Reading one
- * whole reads the document's row of hx_doc and its segments, through the
- * primary keys, with the snapshot of the statement that reads it (so that
+ * whole reads the document's segments, through the primary key, with the snapshot of the statement that reads it (so that
  * a value and the segments it is made of are read as of the same moment),
  * and encodes one jsonb: the encoder copies each element and member of a
  * segment as bytes.
@@ -47,6 +46,8 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+
+#include "lib/stringinfo.h"
 
 #include "doc.h"
 
@@ -234,12 +235,23 @@ hxdoc_out(PG_FUNCTION_ARGS)
 
 PG_FUNCTION_INFO_V1(hxdoc_recv);
 
-/* jsonb's binary format: a version byte, then the JSON text */
+/*
+ * jsonb's binary format: a version byte, then the JSON text.  jsonb_recv
+ * refuses another version with an internal error; this says what it is.
+ */
 Datum
 hxdoc_recv(PG_FUNCTION_ARGS)
 {
-	Jsonb	   *jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_recv, PG_GETARG_DATUM(0)));
+	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
+	Jsonb	   *jb;
 
+	if (buf->cursor >= buf->len || buf->data[buf->cursor] != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("unsupported hxdoc binary format version %d",
+						buf->cursor < buf->len ? (int) (unsigned char) buf->data[buf->cursor] : -1),
+				 errdetail("Its binary format is jsonb's: version 1, then the JSON text.")));
+	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_recv, PointerGetDatum(buf)));
 	PG_RETURN_POINTER(hx_doc_make_inline(jb));
 }
 
@@ -374,7 +386,7 @@ is_dead(HxDocHead *head, int32 ndead, HxSegId *id)
  * than the value, or later writes deleted some.
  */
 bool
-hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img)
+hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img, HxReadMode mode)
 {
 	HxDocChunked c;
 	List	   *segs;
@@ -385,7 +397,7 @@ hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img)
 	memset(img, 0, sizeof(HxDocImage));
 	img->doc = c.doc;
 	img->gen = c.gen;
-	segs = hx_chunk_read_segments(c.doc, snapshot, true);
+	segs = hx_chunk_read_segments(c.doc, snapshot, mode);
 	img->nodes = palloc(sizeof(HxNodeSegs) * cap);
 	foreach(lc, segs)
 	{
@@ -446,15 +458,23 @@ reading_snapshot(void)
  * AFTER trigger reads NEW), by the latest; an error when they are gone.
  */
 void
-hx_image_load_any(HxDocHead *head, HxDocImage *img)
+hx_image_load_any(HxDocHead *head, HxDocImage *img, HxReadMode mode)
 {
-	bool		ok = hx_image_load(head, reading_snapshot(), img);
+	Snapshot	snapshot = reading_snapshot();
+	bool		ok;
+
+	/* registered: a scan takes only a registered or active snapshot */
+	if (!HistoricSnapshotActive())
+		snapshot = RegisterSnapshot(snapshot);
+	ok = hx_image_load(head, snapshot, img, mode);
+	if (!HistoricSnapshotActive())
+		UnregisterSnapshot(snapshot);
 
 	if (!ok && !HistoricSnapshotActive())
 	{
 		Snapshot	latest = RegisterSnapshot(GetLatestSnapshot());
 
-		ok = hx_image_load(head, latest, img);
+		ok = hx_image_load(head, latest, img, mode);
 		UnregisterSnapshot(latest);
 	}
 	if (!ok)
@@ -487,6 +507,45 @@ hx_image_node(HxDocImage *img, int32 node)
 	return NULL;
 }
 
+/* A segment of a node: an array, or an object, as the node's first is */
+static void
+check_part(HxDocImage *img, int32 node, Jsonb *body, bool object)
+{
+	if (JB_ROOT_IS_SCALAR(body) || (bool) JB_ROOT_IS_OBJECT(body) != object)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("node %d of document %lld mixes arrays, objects and strings",
+						node, (long long) img->doc)));
+}
+
+/* A string node: its pieces (scalars), one after the other */
+static HxNode *
+string_tree(HxDocImage *img, int32 node, HxNodeSegs *ns)
+{
+	StringInfoData str;
+	JsonbValue	v;
+	int			i;
+
+	initStringInfo(&str);
+	for (i = 0; i < ns->nsegs; i++)
+	{
+		Jsonb	   *body = hx_segment_body(ns->segs[i]);
+
+		if (JB_ROOT_IS_SCALAR(body))
+			hx_jsonb_root_value(body, &v);
+		if (!JB_ROOT_IS_SCALAR(body) || v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("node %d of document %lld mixes strings with other values",
+							node, (long long) img->doc)));
+		appendBinaryStringInfo(&str, v.val.string.val, v.val.string.len);
+	}
+	v.type = jbvString;
+	v.val.string.val = str.data;
+	v.val.string.len = str.len;
+	return hx_node_from_value(&v);
+}
+
 static HxNode *value_tree(HxDocImage *img, const JsonbValue *v, bool refs);
 
 /*
@@ -500,6 +559,7 @@ node_tree(HxDocImage *img, int32 node)
 	HxNodeSegs *ns = hx_image_node(img, node);
 	HxNode	   *result = NULL;
 	JsonbContainer **parts;
+	Jsonb	   *first;
 	bool		refs = false;
 	bool		object;
 	int			i;
@@ -510,26 +570,53 @@ node_tree(HxDocImage *img, int32 node)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("document %lld has no segments of node %d at generation %lld",
 						(long long) img->doc, node, (long long) img->gen)));
-	if (JB_ROOT_IS_SCALAR(ns->segs[0]->body))
-	{
-		JsonbValue	v;
-
-		hx_jsonb_root_value(ns->segs[0]->body, &v);
-		return hx_node_from_value(&v);
-	}
-	object = JB_ROOT_IS_OBJECT(ns->segs[0]->body);
+	first = hx_segment_body(ns->segs[0]);
+	if (JB_ROOT_IS_SCALAR(first))
+		return string_tree(img, node, ns);
+	object = JB_ROOT_IS_OBJECT(first);
+	for (i = 0; i < ns->nsegs; i++)
+		refs |= ns->segs[i]->refs > 0;
 	parts = palloc(sizeof(JsonbContainer *) * ns->nsegs);
+
+	/* an array without placeholders: its segments loaded as it is encoded */
+	if (!refs && !object)
+	{
+		void	  **lazy = palloc(sizeof(void *) * ns->nsegs);
+		int32	   *rawlens = palloc(sizeof(int32) * ns->nsegs);
+		int32	   *counts = palloc(sizeof(int32) * ns->nsegs);
+
+		for (i = 0; i < ns->nsegs; i++)
+		{
+			HxSegment  *s = ns->segs[i];
+
+			if (s->body != NULL)
+			{
+				check_part(img, node, s->body, false);
+				parts[i] = &s->body->root;
+				continue;
+			}
+			if (s->n < 0 || s->n > (int32) JB_CMASK ||
+				(int64) s->rawlen < (int64) (VARHDRSZ + sizeof(uint32) + sizeof(JEntry) * (int64) s->n))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("segment (%d, %lld, %lld) of document %lld says it holds %d elements in %d bytes",
+								node, (long long) s->id.seg, (long long) s->id.gen,
+								(long long) img->doc, s->n, s->rawlen)));
+			parts[i] = NULL;
+			lazy[i] = s;
+			rawlens[i] = s->rawlen;
+			counts[i] = s->n;
+		}
+		return hx_node_new_spliced_lazy(parts, lazy, rawlens, counts, ns->nsegs,
+										hx_segment_load);
+	}
+
 	for (i = 0; i < ns->nsegs; i++)
 	{
-		Jsonb	   *body = ns->segs[i]->body;
+		Jsonb	   *body = hx_segment_body(ns->segs[i]);
 
-		if (JB_ROOT_IS_SCALAR(body) || (bool) JB_ROOT_IS_OBJECT(body) != object)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("node %d of document %lld mixes arrays, objects and strings",
-							node, (long long) img->doc)));
+		check_part(img, node, body, object);
 		parts[i] = &body->root;
-		refs |= ns->segs[i]->refs > 0;
 	}
 	if (!refs)
 		return hx_node_new_spliced(object, parts, ns->nsegs);
@@ -653,8 +740,8 @@ hx_doc_materialize(HxDocHead *head, Snapshot snapshot)
 	workcxt = AllocSetContextCreate(callcxt, "hxdoc read", ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(workcxt);
 	if (snapshot == NULL)
-		hx_image_load_any(head, &img);
-	else if (!hx_image_load(head, snapshot, &img))
+		hx_image_load_any(head, &img, HX_READ_LAZY);
+	else if (!hx_image_load(head, snapshot, &img, HX_READ_LAZY))
 	{
 		HxDocChunked c;
 
@@ -713,7 +800,7 @@ hx_doc_info(PG_FUNCTION_ARGS)
 		Jsonb	   *whole = hx_doc_materialize(head, NULL);
 
 		hx_doc_chunked(head, &c);
-		hx_image_load_any(head, &img);
+		hx_image_load_any(head, &img, HX_READ_KEYS);
 		for (i = 0; i < img.nnodes; i++)
 			for (j = 0; j < img.nodes[i].nsegs; j++)
 			{

@@ -119,7 +119,8 @@ typedef struct HxSegment
 	int32		rawlen;			/* bytes of its jsonb, uncompressed */
 	int32		refs;			/* placeholders in it */
 	int32		stored;			/* bytes as stored (compressed) */
-	Jsonb	   *body;			/* detoasted and decompressed */
+	Jsonb	   *body;			/* detoasted and decompressed, if read */
+	struct varlena *datum;		/* else as stored (compressed), if read lazily */
 	ItemPointerData tid;
 } HxSegment;
 
@@ -144,6 +145,14 @@ typedef struct HxDocImage
 	List	   *dead;			/* HxSegment *: those the value lists as dead */
 } HxDocImage;
 
+typedef enum HxReadMode
+{
+	HX_READ_KEYS,				/* the segments' keys and sizes */
+	HX_READ_BODIES,				/* and their bodies, decompressed */
+	HX_READ_LAZY				/* bodies of those with placeholders; the
+								 * others as stored, to load later */
+} HxReadMode;
+
 /* doc.c: the type */
 extern Oid	hx_doc_typid(void);
 extern bool hx_doc_is_type(Oid typid);
@@ -162,12 +171,15 @@ extern bool hx_is_placeholder(const JsonbValue *v, int32 *node);
 extern HxNode *hx_placeholder(int32 node);
 extern HxNodeSegs *hx_image_node(HxDocImage *img, int32 node);
 extern HxNode *hx_image_tree(HxDocImage *img, const JsonbValue *v);
-extern bool hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img);
-extern void hx_image_load_any(HxDocHead *head, HxDocImage *img);
+extern bool hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img, HxReadMode mode);
+extern void hx_image_load_any(HxDocHead *head, HxDocImage *img, HxReadMode mode);
 
 /* chunk.c: the side tables */
+
 extern bool hx_chunk_read_doc(int64 doc, Snapshot snapshot, HxDocRow *row);
-extern List *hx_chunk_read_segments(int64 doc, Snapshot snapshot, bool bodies);
+extern List *hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode);
+extern void hx_segment_load(void *segment, char *dest);
+extern Jsonb *hx_segment_body(HxSegment *s);
 
 typedef struct HxChunkWriter HxChunkWriter;
 
@@ -181,7 +193,7 @@ extern void hx_chunk_insert_segment(HxChunkWriter *w, int64 doc, HxSegId *id,
 									int32 n, int32 refs, Jsonb *body);
 extern void hx_chunk_delete_segment(HxChunkWriter *w, ItemPointer tid);
 extern List *hx_chunk_dropped_docs(Oid rel, int limit);
-extern List *hx_chunk_docs_of(Oid rel, int16 att);
+extern List *hx_chunk_docs_of(Oid rel, int16 att, Snapshot snapshot);
 extern bool hx_chunk_purge_doc(HxChunkWriter *w, int64 doc, bool any);
 
 #endif							/* HX_DOC_H */

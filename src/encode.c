@@ -65,6 +65,15 @@ is_aligned(const HxNode *n)
 
 static Size node_size(HxNode *n);
 
+/*
+ * Set by a size pass (hx_node_encoded_size): whether the size is an upper
+ * bound (a spliced node has lazy parts, whose children's padding is not
+ * known), and the nodes it counted: each pads at most 3 bytes more than
+ * its offset in the bound says.
+ */
+static bool size_inexact;
+static Size size_nodes;
+
 /* The bytes of an on-disk child as the encoder writes it (no padding) */
 static inline Size
 value_data_size(const JsonbValue *v)
@@ -91,6 +100,7 @@ value_data_size(const JsonbValue *v)
 static pg_noinline Size
 spliced_size(HxNode *n, Size offset)
 {
+	bool		exact = true;
 	int			values;
 	int			p;
 
@@ -99,18 +109,33 @@ spliced_size(HxNode *n, Size offset)
 		for (p = 0; p < n->u.spl.nparts && offset <= HX_JSONB_MAX_SIZE; p++)
 		{
 			JsonbContainer *c = n->u.spl.parts[p];
-			int			count = JsonContainerSize(c);
+			int			count;
 			HxContainerIter it;
 			JsonbValue	v;
 			int			i;
 
 			CHECK_FOR_INTERRUPTS();
+			if (c == NULL)
+			{
+				/*
+				 * A lazy part (an array's): its children's bytes are at most
+				 * its data area, each padded at most 3 bytes more than it is
+				 * there
+				 */
+				count = n->u.spl.counts[p];
+				offset += (Size) n->u.spl.rawlens[p] - VARHDRSZ - sizeof(uint32) -
+					sizeof(JEntry) * (Size) count + 3 * (Size) count;
+				exact = false;
+				size_inexact = true;
+				continue;
+			}
+			count = JsonContainerSize(c);
 			hx_citer_init(&it, c, (n->u.spl.object && values) ? count : 0);
 			for (i = 0; i < count; i++)
 			{
 				hx_citer_next(&it, &v);
 				if (v.type == jbvNumeric || v.type == jbvBinary)
-					offset += pad_to_int(offset);
+					offset += exact ? pad_to_int(offset) : 3;
 				offset += value_data_size(&v);
 			}
 		}
@@ -150,6 +175,7 @@ node_size(HxNode *n)
 	int			i;
 
 	check_stack_depth();
+	size_nodes++;
 
 	switch (n->kind)
 	{
@@ -200,9 +226,17 @@ node_size(HxNode *n)
 Size
 hx_node_encoded_size(HxNode *n)
 {
+	Size		size;
+
+	size_inexact = false;
+	size_nodes = 0;
 	if (n->kind == HX_SCALAR)
-		return children_size(&n, 1, sizeof(uint32) + sizeof(JEntry));
-	return node_size(n);
+		size = children_size(&n, 1, sizeof(uint32) + sizeof(JEntry));
+	else
+		size = node_size(n);
+	if (size_inexact)
+		size += 3 * size_nodes;
+	return size;
 }
 
 /* ---------------------------------------------------------------------
@@ -210,18 +244,26 @@ hx_node_encoded_size(HxNode *n)
  * ---------------------------------------------------------------------
  */
 
-/* The output: a buffer of exactly the computed size */
+/*
+ * The output: a buffer of exactly the computed size, or of at most it
+ * (bounded: lazy parts); and the buffer lazy parts are loaded into, one
+ * at a time
+ */
 typedef struct EncodeBuf
 {
 	char	   *data;
 	Size		len;
 	Size		cap;
+	bool		bounded;
+	char	   *scratch;
+	Size		scratchcap;
 } EncodeBuf;
 
 static inline void
 buf_append(EncodeBuf *buf, const void *data, Size n)
 {
-	Assert(buf->len + n <= buf->cap);
+	if (unlikely(buf->len + n > buf->cap))
+		elog(ERROR, "jsonb encoding passes its computed size");
 	memcpy(buf->data + buf->len, data, n);
 	buf->len += n;
 }
@@ -231,7 +273,8 @@ buf_reserve(EncodeBuf *buf, Size n)
 {
 	Size		offset = buf->len;
 
-	Assert(buf->len + n <= buf->cap);
+	if (unlikely(buf->len + n > buf->cap))
+		elog(ERROR, "jsonb encoding passes its computed size");
 	buf->len += n;
 	return offset;
 }
@@ -241,7 +284,8 @@ buf_pad_to_int(EncodeBuf *buf)
 {
 	uint32		padlen = pad_to_int(buf->len);
 
-	Assert(buf->len + padlen <= buf->cap);
+	if (unlikely(buf->len + padlen > buf->cap))
+		elog(ERROR, "jsonb encoding passes its computed size");
 	memset(buf->data + buf->len, 0, padlen);
 	buf->len += padlen;
 	return padlen;
@@ -366,6 +410,36 @@ encode_value(EncodeBuf *buf, const JsonbValue *v)
 }
 
 /*
+ * A lazy part of a spliced array, loaded into the scratch buffer (which
+ * the next part reuses): an array of the count it was said to have, as
+ * the JEntries reserved for it
+ */
+static JsonbContainer *
+load_part(EncodeBuf *buf, HxNode *n, int p)
+{
+	Size		rawlen = (Size) n->u.spl.rawlens[p];
+	Jsonb	   *jb;
+
+	if (buf->scratchcap < rawlen)
+	{
+		if (buf->scratch)
+			pfree(buf->scratch);
+		buf->scratchcap = Max(rawlen, 2 * buf->scratchcap);
+		buf->scratch = palloc(buf->scratchcap);
+	}
+	n->u.spl.load(n->u.spl.lazy[p], buf->scratch);
+	jb = (Jsonb *) buf->scratch;
+	if (VARSIZE(jb) != rawlen || !JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb) ||
+		JB_ROOT_COUNT(jb) != (uint32) n->u.spl.counts[p])
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a part of a jsonb array is not what it was said to be"),
+				 errdetail("It was said to be an array of %d elements in %zu bytes.",
+						   n->u.spl.counts[p], rawlen)));
+	return &jb->root;
+}
+
+/*
  * A spliced node: its parts' children, one after the other, as bytes.  Not
  * inlined, as spliced_size().
  */
@@ -389,12 +463,15 @@ encode_spliced(EncodeBuf *buf, HxNode *n)
 		for (p = 0; p < n->u.spl.nparts; p++)
 		{
 			JsonbContainer *c = n->u.spl.parts[p];
-			int			count = JsonContainerSize(c);
+			int			count;
 			HxContainerIter it;
 			JsonbValue	v;
 			int			i;
 
 			CHECK_FOR_INTERRUPTS();
+			if (c == NULL)
+				c = load_part(buf, n, p);
+			count = JsonContainerSize(c);
 			hx_citer_init(&it, c, (n->u.spl.object && values) ? count : 0);
 			for (i = 0; i < count; i++)
 			{
@@ -446,13 +523,18 @@ hx_node_to_jsonb(HxNode *root, MemoryContext resultcxt)
 		hx_error_too_large(size);
 
 	buf.cap = VARHDRSZ + size;
+	buf.bounded = size_inexact;
+	buf.scratch = NULL;
+	buf.scratchcap = 0;
 	buf.data = MemoryContextAllocHuge(resultcxt, buf.cap);
 	buf.len = VARHDRSZ;
 	if (root->kind == HX_SCALAR)
 		(void) encode_array(&buf, &root, 1, true);
 	else
 		(void) encode_node(&buf, root);
-	Assert(buf.len == buf.cap);
+	Assert(buf.bounded ? buf.len <= buf.cap : buf.len == buf.cap);
+	if (buf.scratch)
+		pfree(buf.scratch);
 
 	SET_VARSIZE(buf.data, buf.len);
 	return (Jsonb *) buf.data;

@@ -32,6 +32,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -52,7 +53,18 @@ held_docs(Oid rel, int16 att)
 	ctl.hcxt = CurrentMemoryContext;
 	held = hash_create("hx_store_gc held", 1024, &ctl,
 					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	/* a table scan as the function's caller, whose privileges it needs */
+	/*
+	 * A table scan as the function's caller, whose privileges it needs;
+	 * rows that row-level security hides from it would look as if they
+	 * held nothing
+	 */
+	if (check_enable_rls(rel, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("hx_store_gc() cannot see every row of relation \"%s\"", get_rel_name(rel)),
+				 errdetail("Row-level security applies to role \"%s\" on it.",
+						   GetUserNameFromId(GetUserId(), false)),
+				 errhint("Run it as the table's owner, or as a role with BYPASSRLS.")));
 	query = psprintf("SELECT t.%s FROM %s.%s t",
 					 quote_identifier(get_attname(rel, att, false)),
 					 quote_identifier(get_namespace_name(get_rel_namespace(rel))),
@@ -131,11 +143,22 @@ collect(Oid only)
 	int16		lastatt = 0;
 	bool		lastexists = false;
 	HTAB	   *held = NULL;
+	Snapshot	snapshot;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	w = hx_chunk_writer_open();
-	docs = hx_chunk_docs_of(only, 0);
+
+	/*
+	 * One snapshot for the documents and the rows that hold them: a
+	 * document that it does not show is not looked at, one it shows is
+	 * held by a row it shows, or by none (its row's deletion may be newer:
+	 * then the row holds it, and it is kept).  The scans run as the
+	 * caller, read-only, with it as their snapshot.
+	 */
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	PushActiveSnapshot(snapshot);
+	docs = hx_chunk_docs_of(only, 0, snapshot);
 	foreach(lc, docs)
 	{
 		HxDocRow   *row = (HxDocRow *) lfirst(lc);
@@ -154,6 +177,8 @@ collect(Oid only)
 		if (orphan && hx_chunk_purge_doc(w, row->doc, true))
 			deleted++;
 	}
+	PopActiveSnapshot();
+	UnregisterSnapshot(snapshot);
 	hx_chunk_writer_close(w);
 	SPI_finish();
 	return deleted;
@@ -204,7 +229,7 @@ hx_store_dropped(PG_FUNCTION_ARGS)
 			bool		isnull;
 			Oid			rel = DatumGetObjectId(SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 1, &isnull));
 			int32		att = DatumGetInt32(SPI_getbinval(tuptable->vals[i], tuptable->tupdesc, 2, &isnull));
-			List	   *docs = hx_chunk_docs_of(rel, (int16) att);
+			List	   *docs = hx_chunk_docs_of(rel, (int16) att, NULL);
 			ListCell   *lc;
 
 			foreach(lc, docs)

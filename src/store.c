@@ -57,8 +57,11 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -71,10 +74,28 @@
 
 /* Defaults of the trigger's options */
 #define DEFAULT_THRESHOLD	2048
-#define DEFAULT_SEGMENT		8192
+#define DEFAULT_SEGMENT		7168
+
+/*
+ * A segment is at most SEGMENT_MAX bytes of jsonb, so that its row of
+ * hx_chunk stays in the table's page (hx_chunk keeps a segment in its row,
+ * compressed or not, up to toast_tuple_target, 8,160 bytes), never out of
+ * line in its TOAST table: logical decoding reads the segments of a value
+ * it decodes with a historic snapshot, which cannot fetch TOAST.  So a
+ * member over ITEM_MAX bytes is a node of its own whatever the threshold,
+ * a segment packs at most the segment size, and a large string is stored
+ * in pieces of at most STRING_PIECE bytes.  (A member whose key alone is
+ * larger is the one thing that still makes a larger segment.)
+ */
+#define SEGMENT_MAX			7680
+#define ITEM_MAX			3840
+#define STRING_PIECE		7168
 
 /* Segment keys: new nodes and appended segments step by this much */
 #define SEG_STEP			((int64) 1 << 32)
+
+/* Keys of a node's segments closer than this: the node is laid out anew */
+#define RELAYOUT_GAP		((int64) 1 << 16)
 
 /* A run of this many small segments at an array's end is merged */
 #define MERGE_RUN			8
@@ -89,6 +110,10 @@ typedef struct StoreArgs
 	AttrNumber *attnums;
 	int			threshold;		/* bytes: a larger value is a node */
 	int			segment;		/* bytes: a segment's target size */
+	AttrNumber	from;			/* a jsonb column the value is taken from */
+	const char *fromname;
+	char	   *later[3];		/* a BEFORE row trigger that fires after it, on
+								 * INSERT, UPDATE, DELETE */
 } StoreArgs;
 
 /* A document being written */
@@ -143,6 +168,86 @@ parse_bytes(Trigger *tg, const char *opt, const char *value, int min, int max)
 	return (int) n;
 }
 
+/*
+ * hx_store fires last among the table's BEFORE row triggers of an event:
+ * what it stores is what the row gets, and a trigger after it could give
+ * the row another value (another row's, whose document two rows would
+ * then share) or skip the row (after its document was written over, or
+ * marked dropped).  Triggers fire in the order of their names.  Another
+ * hx_store trigger of the table may follow it, if the two store different
+ * columns.  The triggers that follow it, by event, go to args->later[]
+ * (checked as each row fires: an INSERT ... ON CONFLICT DO UPDATE fires
+ * both INSERT and UPDATE triggers in one statement).
+ */
+static void
+check_trigger_order(Trigger *tg, Relation rel, StoreArgs *args, MemoryContext cxt)
+{
+	static const int16 events[3] = {TRIGGER_TYPE_INSERT, TRIGGER_TYPE_UPDATE, TRIGGER_TYPE_DELETE};
+	TriggerDesc *td = rel->trigdesc;
+	bool		after = false;
+	int			t;
+
+	if (td == NULL)
+		return;
+	for (t = 0; t < td->numtriggers; t++)
+	{
+		Trigger    *other = &td->triggers[t];
+
+		if (other->tgoid == tg->tgoid)
+		{
+			after = true;
+			continue;
+		}
+		if (other->tgenabled == TRIGGER_DISABLED ||
+			!TRIGGER_FOR_ROW(other->tgtype) || !TRIGGER_FOR_BEFORE(other->tgtype) ||
+			(other->tgtype & tg->tgtype &
+			 (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE)) == 0)
+			continue;
+		if (other->tgfoid == tg->tgfoid)
+		{
+			/* another hx_store: not of the same column */
+			for (int i = 0; i < other->tgnargs; i++)
+			{
+				AttrNumber	attnum;
+
+				if (strchr(other->tgargs[i], '=') != NULL)
+					continue;
+				attnum = SPI_fnumber(RelationGetDescr(rel), other->tgargs[i]);
+				for (int k = 0; k < args->ncols; k++)
+					if (args->attnums[k] == attnum)
+						ereport(ERROR,
+								(errcode(ERRCODE_DUPLICATE_COLUMN),
+								 errmsg("column \"%s\" of relation \"%s\" is stored by two triggers, \"%s\" and \"%s\"",
+										other->tgargs[i], RelationGetRelationName(rel),
+										tg->tgname, other->tgname),
+								 errhint("Drop one of them (a partition keeps the triggers of its parent).")));
+			}
+			continue;
+		}
+		for (int e = 0; after && e < 3; e++)
+			if ((other->tgtype & events[e]) && args->later[e] == NULL)
+				args->later[e] = MemoryContextStrdup(cxt, other->tgname);
+	}
+}
+
+/* As a row fires: refuse it if a BEFORE trigger of its event follows */
+static void
+check_last(TriggerData *trigdata, StoreArgs *args)
+{
+	TriggerEvent ev = trigdata->tg_event;
+	int			e = TRIGGER_FIRED_BY_INSERT(ev) ? 0 : TRIGGER_FIRED_BY_UPDATE(ev) ? 1 : 2;
+
+	if (args->later[e] != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("trigger \"%s\" must fire after every other BEFORE %s row trigger of relation \"%s\"",
+						trigdata->tg_trigger->tgname, e == 0 ? "INSERT" : e == 1 ? "UPDATE" : "DELETE",
+						RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("Trigger \"%s\" fires after it, and could change the value it stores or skip the row.",
+						   args->later[e]),
+				 errhint("Triggers fire in the order of their names: rename one of them.")));
+}
+
 static void *
 parse_store_args(TriggerData *trigdata, MemoryContext cxt)
 {
@@ -166,13 +271,28 @@ parse_store_args(TriggerData *trigdata, MemoryContext cxt)
 			if (namelen == 9 && strncmp(arg, "threshold", 9) == 0)
 				args->threshold = parse_bytes(tg, "threshold", eq + 1, 256, 1 << 20);
 			else if (namelen == 7 && strncmp(arg, "segment", 7) == 0)
-				args->segment = parse_bytes(tg, "segment", eq + 1, 1024, 1 << 20);
+				args->segment = parse_bytes(tg, "segment", eq + 1, 1024, SEGMENT_MAX);
+			else if (namelen == 4 && strncmp(arg, "from", 4) == 0)
+			{
+				AttrNumber	attnum = hx_trigger_column(rel, eq + 1);
+				Oid			typid = TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid;
+
+				if (typid != JSONBOID)
+					ereport(ERROR,
+							(errcode(ERRCODE_DATATYPE_MISMATCH),
+							 errmsg("column \"%s\" of relation \"%s\" is of type %s, not jsonb",
+									eq + 1, RelationGetRelationName(rel), format_type_be(typid)),
+							 errdetail("Trigger \"%s\" takes its hxdoc value from it (option \"from\").",
+									   tg->tgname)));
+				args->from = attnum;
+				args->fromname = MemoryContextStrdup(cxt, eq + 1);
+			}
 			else
 				ereport(ERROR,
 						(errcode(ERRCODE_HX_MALFORMED),
 						 errmsg("unrecognized option \"%s\" in trigger \"%s\"",
 								hx_clip(arg), tg->tgname),
-						 errhint("Options are threshold=<bytes> and segment=<bytes>.")));
+						 errhint("Options are threshold=<bytes>, segment=<bytes> and from=<jsonb column>.")));
 		}
 		else
 		{
@@ -185,6 +305,12 @@ parse_store_args(TriggerData *trigdata, MemoryContext cxt)
 						 errmsg("column \"%s\" of relation \"%s\" is of type %s, not hxdoc",
 								arg, RelationGetRelationName(rel), format_type_be(typid)),
 						 errdetail("Trigger \"%s\" stores hxdoc values.", tg->tgname)));
+			for (int k = 0; k < args->ncols; k++)
+				if (args->attnums[k] == attnum)
+					ereport(ERROR,
+							(errcode(ERRCODE_DUPLICATE_COLUMN),
+							 errmsg("column \"%s\" is named twice in trigger \"%s\"",
+									arg, tg->tgname)));
 			args->attnums[args->ncols++] = attnum;
 		}
 	}
@@ -193,6 +319,12 @@ parse_store_args(TriggerData *trigdata, MemoryContext cxt)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("trigger \"%s\" must name at least one hxdoc column", tg->tgname),
 				 errhint("EXECUTE FUNCTION hx_store('state') stores column \"state\".")));
+	check_trigger_order(tg, rel, args, cxt);
+	if (args->from != InvalidAttrNumber && args->ncols != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" must name one hxdoc column to take it from column \"%s\"",
+						tg->tgname, args->fromname)));
 	return args;
 }
 
@@ -222,7 +354,7 @@ static bool
 is_large(Store *st, const JsonbValue *v)
 {
 	return (v->type == jbvBinary || v->type == jbvString) &&
-		value_size(v) > (Size) st->args->threshold;
+		value_size(v) > (Size) Min(st->args->threshold, ITEM_MAX);
 }
 
 /* Same bytes (so the same value: jsonb's encoding of a value is one) */
@@ -265,6 +397,32 @@ node_kind(Store *st, int32 node)
 	return JB_ROOT_IS_SCALAR(body) ? 's' : JB_ROOT_IS_ARRAY(body) ? 'a' : 'o';
 }
 
+/*
+ * Is the string node of the old document (its pieces, in order) the new
+ * string?
+ */
+static bool
+same_string(HxNodeSegs *ns, const JsonbValue *newv)
+{
+	Size		off = 0;
+	int			i;
+
+	if (newv->type != jbvString)
+		return false;
+	for (i = 0; i < ns->nsegs; i++)
+	{
+		JsonbValue	piece;
+
+		hx_jsonb_root_value(ns->segs[i]->body, &piece);
+		if (piece.type != jbvString ||
+			off + piece.val.string.len > (Size) newv->val.string.len ||
+			memcmp(newv->val.string.val + off, piece.val.string.val, piece.val.string.len) != 0)
+			return false;
+		off += piece.val.string.len;
+	}
+	return off == (Size) newv->val.string.len;
+}
+
 static char
 value_kind(const JsonbValue *v)
 {
@@ -298,12 +456,7 @@ keeps(Store *st, const JsonbValue *oldv, const JsonbValue *newv, int32 *node)
 		if (kind != value_kind(newv))
 			return KEEP_NOT;
 		if (kind == 's')
-		{
-			JsonbValue	str;
-
-			hx_jsonb_root_value(hx_image_node(&st->old, *node)->segs[0]->body, &str);
-			return same_bytes(&str, newv) ? KEEP_AS_IS : KEEP_NOT;
-		}
+			return same_string(hx_image_node(&st->old, *node), newv) ? KEEP_AS_IS : KEEP_NOT;
 		return KEEP_COMPARE;
 	}
 	return (!is_large(st, newv) && same_bytes(oldv, newv)) ? KEEP_AS_IS : KEEP_NOT;
@@ -524,15 +677,15 @@ write_run(Store *st, int32 node, bool object, Placed *items, int n,
 			key = key + SEG_STEP;
 		else
 		{
-			int64		bound = (i + 1 < nreuse) ? reuse[i + 1] : hi;
+			/* the keys left are spread evenly up to hi */
+			int64		step = (hi - key) / (nsegs - i + 1);
 
-			if (bound - key < 2)
+			if (step < 1)
 				ereport(ERROR,
 						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 						 errmsg("node %d of document %lld has no room for another segment",
-								node, (long long) st->doc),
-						 errhint("Write the value whole again to lay it out anew.")));
-			key = key + (bound - key) / 2;
+								node, (long long) st->doc)));
+			key = key + step;
 		}
 		write_segment(st, node, key, object, items + starts[i], end - starts[i]);
 	}
@@ -554,11 +707,32 @@ new_node(Store *st, const JsonbValue *v)
 
 	if (v->type != jbvBinary)
 	{
-		/* a large string: a segment that is the scalar */
-		HxNode	   *scalar = hx_node_from_value(v);
+		/*
+		 * A large string: segments that are its pieces, each a scalar of at
+		 * most STRING_PIECE bytes, cut between characters
+		 */
+		const char *str = v->val.string.val;
+		int			len = v->val.string.len;
+		int			off = 0;
+		int64		key = 0;
 
-		put_segment(st, node, SEG_STEP, 1, 0,
-					hx_node_to_jsonb(scalar, CurrentMemoryContext));
+		Assert(v->type == jbvString);
+		while (off < len)
+		{
+			int			end = off + pg_mbcliplen(str + off, len - off, STRING_PIECE);
+			JsonbValue	piece;
+
+			CHECK_FOR_INTERRUPTS();
+			if (end == off)
+				end = len;		/* cannot happen: a character is shorter */
+			piece.type = jbvString;
+			piece.val.string.val = (char *) str + off;
+			piece.val.string.len = end - off;
+			key += SEG_STEP;
+			put_segment(st, node, key, 1, 0,
+						hx_node_to_jsonb(hx_node_from_value(&piece), CurrentMemoryContext));
+			off = end;
+		}
 		return node;
 	}
 	object = JsonContainerIsObject(v->val.binary.data);
@@ -965,6 +1139,31 @@ diff_object(Store *st, int32 node, HxNodeSegs *ns, const JsonbValue *v)
 	}
 }
 
+/*
+ * Are the keys of a node's segments too close for the splits to come?  A
+ * segment that overflows takes keys between its own and the next one's,
+ * evenly spread; the same place overflowing again and again (a list that
+ * takes its newest item first) halves the room each time.  Below
+ * RELAYOUT_GAP the node is laid out anew, with its keys SEG_STEP apart:
+ * once in some thousands of such writes.
+ */
+static bool
+too_dense(HxNodeSegs *ns)
+{
+	int64		prev = 0;
+	int			i;
+
+	for (i = 0; i < ns->nsegs; i++)
+	{
+		if (ns->segs[i]->id.seg - prev < RELAYOUT_GAP)
+			return true;
+		prev = ns->segs[i]->id.seg;
+	}
+	return false;
+}
+
+static void relayout(Store *st, int32 node, const JsonbValue *v);
+
 /* Compare node with its new value, a large container of its kind */
 static void
 diff_node(Store *st, int32 node, const JsonbValue *v)
@@ -972,7 +1171,9 @@ diff_node(Store *st, int32 node, const JsonbValue *v)
 	HxNodeSegs *ns = hx_image_node(&st->old, node);
 
 	check_stack_depth();
-	if (JsonContainerIsArray(v->val.binary.data))
+	if (too_dense(ns))
+		relayout(st, node, v);
+	else if (JsonContainerIsArray(v->val.binary.data))
 		diff_array(st, node, ns, v);
 	else
 		diff_object(st, node, ns, v);
@@ -1004,6 +1205,32 @@ children(JsonbContainer *c, JsonbValue **keys, JsonbValue **vals)
 	for (i = 0; i < n; i++)
 		hx_citer_next(&it, &(*vals)[i]);
 	return n;
+}
+
+/*
+ * Lay a node out anew with its new value: every segment replaced, keys
+ * SEG_STEP apart from the start, each child placed afresh (its old nodes
+ * die with the old segments)
+ */
+static void
+relayout(Store *st, int32 node, const JsonbValue *v)
+{
+	JsonbValue *keys;
+	JsonbValue *vals;
+	int			n = children(v->val.binary.data, &keys, &vals);
+	bool		object = JsonContainerIsObject(v->val.binary.data);
+	Placed	   *items = palloc(sizeof(Placed) * Max(n, 1));
+	int			i;
+
+	kill_node(st, node);
+	for (i = 0; i < n; i++)
+	{
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		items[i] = placed(st, object ? keys[i].val.string.val : NULL,
+						  object ? keys[i].val.string.len : 0, &vals[i], NULL);
+	}
+	write_run(st, node, object, items, n, 0, 0, NULL, 0);
 }
 
 /*
@@ -1132,7 +1359,7 @@ open_old(Store *st, HxDocHead *old)
 {
 	HxDocChunked c;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	bool		ok = hx_image_load(old, snapshot, &st->old);
+	bool		ok = hx_image_load(old, snapshot, &st->old, HX_READ_BODIES);
 
 	UnregisterSnapshot(snapshot);
 	hx_doc_chunked(old, &c);
@@ -1260,6 +1487,25 @@ purge_dropped(HxChunkWriter *w, Oid rel)
 		(void) hx_chunk_purge_doc(w, *(int64 *) lfirst(lc), false);
 }
 
+/*
+ * Is the old row's value of attnum the datum the new row has, as stored
+ * (an UPDATE that did not set the column keeps its TOAST pointer)?
+ */
+static bool
+same_datum(HeapTuple oldtup, AttrNumber attnum, TupleDesc desc, Datum newd)
+{
+	bool		isnull;
+	Datum		oldd = heap_getattr(oldtup, attnum, desc, &isnull);
+	struct varlena *a = (struct varlena *) DatumGetPointer(oldd);
+	struct varlena *b = (struct varlena *) DatumGetPointer(newd);
+
+	if (isnull)
+		return false;
+	if (VARATT_IS_EXTERNAL(a) != VARATT_IS_EXTERNAL(b))
+		return false;
+	return VARSIZE_ANY(a) == VARSIZE_ANY(b) && memcmp(a, b, VARSIZE_ANY(a)) == 0;
+}
+
 /* ---------------------------------------------------------------------
  * The trigger
  * ---------------------------------------------------------------------
@@ -1294,6 +1540,7 @@ hx_store(PG_FUNCTION_ARGS)
 						trigdata->tg_trigger->tgname),
 				 errdetail("It stores the row's hxdoc values before the row is written.")));
 	args = hx_trigger_args(fcinfo, trigdata, parse_store_args);
+	check_last(trigdata, args);
 
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 		newtup = trigdata->tg_trigtuple;
@@ -1320,9 +1567,37 @@ hx_store(PG_FUNCTION_ARGS)
 		bool		newnull = true;
 		Datum		oldd = oldtup ? heap_getattr(oldtup, attnum, desc, &oldnull) : (Datum) 0;
 		Datum		newd = newtup ? heap_getattr(newtup, attnum, desc, &newnull) : (Datum) 0;
-		HxDocHead  *old = oldnull ? NULL : hx_doc_detoast(oldd);
+		HxDocHead  *old;
 		HxDocHead  *result = NULL;
 		Store		st;
+
+		if (args->from != InvalidAttrNumber && newtup != NULL)
+		{
+			/* the value is the from column's: unchanged, it is kept */
+			bool		fromnull;
+			Datum		from = heap_getattr(newtup, args->from, desc, &fromnull);
+
+			if (oldtup != NULL && !oldnull && !fromnull && same_datum(oldtup, args->from, desc, from))
+			{
+				values[attnum - 1] = oldd;
+				nulls[attnum - 1] = false;
+				replace[attnum - 1] = true;
+				changed = true;
+				continue;
+			}
+			newnull = fromnull;
+			newd = fromnull ? (Datum) 0 :
+				PointerGetDatum(hx_doc_make_inline(DatumGetJsonbP(from)));
+			if (fromnull)
+			{
+				/* the column's value goes with the from column's */
+				values[attnum - 1] = (Datum) 0;
+				nulls[attnum - 1] = true;
+				replace[attnum - 1] = true;
+				changed = true;
+			}
+		}
+		old = oldnull ? NULL : hx_doc_detoast(oldd);
 
 		CHECK_FOR_INTERRUPTS();
 		memset(&st, 0, sizeof(Store));
@@ -1342,6 +1617,13 @@ hx_store(PG_FUNCTION_ARGS)
 		switch (store_value(&st, hx_doc_detoast(newd), old, &result))
 		{
 			case STORED_AS_GIVEN:
+				if (args->from != InvalidAttrNumber)
+				{
+					values[attnum - 1] = newd;
+					nulls[attnum - 1] = false;
+					replace[attnum - 1] = true;
+					changed = true;
+				}
 				break;
 			case STORED_OLD:
 				/* the old datum as it is stored: an update does not rewrite it */

@@ -262,6 +262,10 @@ hx_node_new_spliced(bool object, JsonbContainer **parts, int nparts)
 
 	n->kind = HX_SPLICED;
 	n->u.spl.parts = parts;
+	n->u.spl.lazy = NULL;
+	n->u.spl.rawlens = NULL;
+	n->u.spl.counts = NULL;
+	n->u.spl.load = NULL;
 	n->u.spl.nparts = nparts;
 	n->u.spl.object = object;
 	n->u.spl.n = 0;
@@ -280,6 +284,42 @@ hx_node_new_spliced(bool object, JsonbContainer **parts, int nparts)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
 						(size_t) JB_CMASK)));
+	return n;
+}
+
+/*
+ * An array node whose parts are parts[i], or when that is NULL the array
+ * that load(lazy[i]) gives, of rawlens[i] bytes and counts[i] elements;
+ * the arrays must outlive it
+ */
+HxNode *
+hx_node_new_spliced_lazy(JsonbContainer **parts, void **lazy,
+						 const int32 *rawlens, const int32 *counts,
+						 int nparts, HxPartLoad load)
+{
+	HxNode	   *n = palloc(sizeof(HxNode));
+	int64		total = 0;
+	int			i;
+
+	n->kind = HX_SPLICED;
+	n->u.spl.parts = parts;
+	n->u.spl.lazy = lazy;
+	n->u.spl.rawlens = rawlens;
+	n->u.spl.counts = counts;
+	n->u.spl.load = load;
+	n->u.spl.nparts = nparts;
+	n->u.spl.object = false;
+	for (i = 0; i < nparts; i++)
+	{
+		Assert(parts[i] != NULL || (counts[i] >= 0 && rawlens[i] >= (int32) (VARHDRSZ + sizeof(uint32))));
+		total += parts[i] ? (int64) JsonContainerSize(parts[i]) : (int64) counts[i];
+	}
+	if (total > (int64) JB_CMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("number of jsonb array elements exceeds the maximum allowed (%zu)",
+						(size_t) JB_CMASK)));
+	n->u.spl.n = (int) total;
 	return n;
 }
 

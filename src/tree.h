@@ -18,7 +18,13 @@
  * their keys are in key order across them): an hxdoc value read whole
  * (doc.c) is made of its segments so, and the encoder copies each child's
  * bytes without unpacking anything.  Only the encoder and the read-only
- * accessors take one; nothing edits it.
+ * accessors take one; nothing edits it.  The parts of an array may be
+ * lazy: loaded (decompressed) by the encoder one at a time, into one
+ * buffer, as it writes them, so that reading a large document holds its
+ * compressed segments and the result, not every segment decompressed;
+ * the encoded size of such a node is an upper bound (its children's
+ * padding is not known before they are read), and the result is as long
+ * as what was written.  Such a node goes to the encoder only.
  *
  * Invariants:
  *	- a node has at most one parent: nodes are never shared, so unpacking
@@ -55,6 +61,14 @@ typedef enum HxKind
 } HxKind;
 
 typedef struct HxNode HxNode;
+
+/*
+ * Loads a part of a spliced node that is not in memory yet (lazy): its
+ * jsonb datum, rawlen bytes, into dest, which the encoder reuses for the
+ * next part.  It raises an error when the part is not what it was said to
+ * be (an array of count elements).
+ */
+typedef void (*HxPartLoad) (void *part, char *dest);
 
 typedef struct HxPair
 {
@@ -93,7 +107,12 @@ struct HxNode
 		}			obj;
 		struct
 		{
-			JsonbContainer **parts; /* arrays, or objects in key order */
+			JsonbContainer **parts; /* arrays, or objects in key order;
+									 * NULL: a part to load (lazy) */
+			void	  **lazy;	/* what load() takes, for a part to load */
+			const int32 *rawlens;	/* its jsonb datum's bytes */
+			const int32 *counts;	/* its children */
+			HxPartLoad	load;
 			int			nparts;
 			int			n;		/* children of all the parts */
 			bool		object;
@@ -124,6 +143,9 @@ extern HxNode *hx_node_new_string(const char *s, int len);
 extern HxNode *hx_node_new_numeric(Numeric num);
 extern HxNode *hx_node_new_null(void);
 extern HxNode *hx_node_new_spliced(bool object, JsonbContainer **parts, int nparts);
+extern HxNode *hx_node_new_spliced_lazy(JsonbContainer **parts, void **lazy,
+										const int32 *rawlens, const int32 *counts,
+										int nparts, HxPartLoad load);
 extern HxShape hx_node_shape(const HxNode *n);
 extern const char *hx_shape_name(HxShape s);
 extern const char *hx_value_type_name(const JsonbValue *v);

@@ -13,8 +13,9 @@
 // Prints "ready <transport> <connections>" once every subscription has its
 // snapshot; on SIGHUP reads from EXPECT_FILE how many STATE_DELTA events
 // the run committed, waits until it has handed them all out (at most 20 s),
-// prints {received, drain_ms, transport, connections, resyncs, queries,
-// polls, pages} as JSON (queries: statements on the reader connection),
+// prints {received, drain_ms, cpu_us, transport, connections, resyncs,
+// queries, polls, pages} as JSON (cpu_us: its CPU time from "ready" on;
+// queries: statements on the reader connection),
 // stops the hub and exits.
 const fs = require('node:fs');
 const path = require('node:path');
@@ -46,6 +47,7 @@ async function main() {
     subs.push(sub);
   }
   await Promise.all(subs.map((s) => s.ready));
+  const cpu0 = process.cpuUsage();
   process.stdout.write(`ready ${hub.transport} ${hub.stats.connections}\n`);
 
   process.on('SIGHUP', async () => {
@@ -53,9 +55,12 @@ async function main() {
     const t0 = Date.now();
     while (received < expect && Date.now() - t0 < 20000) await sleep(10);
     const drainMs = Date.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
     process.stdout.write(`${JSON.stringify({
       received,
       drain_ms: drainMs,
+      cpu_us: cpu.user + cpu.system, // from ready to here: the load and the drain
+
       transport: hub.transport,
       connections: hub.stats.maxConnections,
       resyncs: hub.stats.resyncs,

@@ -23,6 +23,17 @@ class StreamEntry {
     this._memo = null; // {event, before, after, bytes}
   }
 
+  /** A subscription follows it now. */
+  join(sub) {
+    this.subs.add(sub);
+  }
+
+  /** A subscription no longer follows it: how many still do. */
+  leave(sub) {
+    this.subs.delete(sub);
+    return this.subs.size;
+  }
+
   /** seq exists. */
   saw(seq) {
     if (seq > this.seen) this.seen = seq;
@@ -55,12 +66,12 @@ class StreamEntry {
     this._memo = null;
   }
 
-  /** applySized, once for every subscription that applies event to the same state. */
-  apply(before, beforeBytes, event, eventBytes) {
+  /** applySized, once for every subscription that applies event to the same state within the same bound. */
+  apply(before, beforeBytes, event, eventBytes, maxBytes) {
     const m = this._memo;
-    if (m && m.event === event && m.before === before) return m;
-    const { state, bytes } = applySized(before, beforeBytes, event, eventBytes);
-    this._memo = { event, before, state, bytes };
+    if (m && m.event === event && m.before === before && m.max === maxBytes) return m;
+    const { state, bytes } = applySized(before, beforeBytes, event, eventBytes, maxBytes);
+    this._memo = { event, before, max: maxBytes, state, bytes };
     return this._memo;
   }
 }

@@ -5,8 +5,12 @@
 // from the log, a resync from a fresh snapshot when the log no longer
 // holds the next event, hx.stream_end handed out like any event.
 //
-// The hub coordinates; the work is in modules of their own:
-//   subscription.js  one follower: its cursor, its queue, its listeners
+// The hub coordinates; the work is in modules of their own, each of which
+// hears of the others only through the callbacks it is given (the reader's
+// host, the link's host, a subscription core's host: see _readerHost,
+// _linkHost and _coreHost below):
+//   subscription.js  one follower: its core (cursor, queue, delivery), and
+//                    the HxSubscription that follow() returns
 //   cursor.js        the cursor rules, as pure functions
 //   entry.js         one followed stream, shared by its subscriptions
 //   reader.js        the batched reads (sql.js has every statement)
@@ -78,11 +82,12 @@
 const { EventEmitter } = require('node:events');
 const sql = require('./sql');
 const { StreamEntry } = require('./entry');
-const { HxSubscription } = require('./subscription');
+const { SubscriptionCore, HxSubscription } = require('./subscription');
 const { Reader } = require('./reader');
 const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
 const { emitSafe, emitError, warnUnheard } = require('./emit');
+const { holdbackProblem } = require('./holdback');
 
 const DEFAULTS = {
   transport: 'auto',
@@ -91,6 +96,7 @@ const DEFAULTS = {
   pageSize: 1000,
   maxQueue: 1000,
   maxQueueBytes: 16 * 1024 * 1024,
+  maxStateBytes: 64 * 1024 * 1024,
   batchSize: 1000,
   batchEvents: 10000,
   headsBatch: 2000,
@@ -100,6 +106,10 @@ const DEFAULTS = {
   applicationName: 'hxstate-hub',
   sharedConnection: false,
   sources: {},
+  slotName: null,
+  failoverSlot: false,
+  holdback: null,          // check the holdback (default: with failoverSlot)
+  holdbackInterval: 5000,
 };
 
 class HxHub extends EventEmitter {
@@ -121,6 +131,9 @@ class HxHub extends EventEmitter {
    *   waiting for its consumer (each follow() may set its own)
    * @param {number} [options.maxQueueBytes=16 MiB] bytes a subscription
    *   may have waiting for its consumer (each follow() may set its own)
+   * @param {number} [options.maxStateBytes=64 MiB] bytes of the state a
+   *   subscription with state: true may keep (each follow() may set its
+   *   own); past it the subscription fails with HX_STATE_TOO_LARGE
    * @param {Object<string, string>} [options.sources] sources whose
    *   snapshots come from a function: {name: 'schema.function'}, each
    *   function (keys text[]) RETURNS TABLE (key text, stream text, seq
@@ -141,6 +154,19 @@ class HxHub extends EventEmitter {
    *   over LISTEN until the next reconnect
    * @param {boolean} [options.sharedConnection=false] with transport
    *   'listen', run the queries on the LISTEN connection: one connection
+   * @param {boolean} [options.failoverSlot=false] decode through a
+   *   persistent failover slot (PostgreSQL 17 and later) named slotName,
+   *   which synchronized_standby_slots holds back until the standbys have
+   *   the WAL: no follower then shows a commit that a failover loses
+   * @param {string} [options.slotName] that slot's name (lower case
+   *   letters, digits, underscores; one per hub), dropped when the hub
+   *   stops, and dropped if idle when it starts
+   * @param {boolean} [options.holdback] check every holdbackInterval ms
+   *   that the server holds the slot back (synchronized_standby_slots, or
+   *   pg_failover_slots before 17) with every named standby slot present
+   *   and streaming; what is wrong is an 'error' with code HX_HOLDBACK and
+   *   the holdback property (default: with failoverSlot)
+   * @param {number} [options.holdbackInterval=5000]
    */
   constructor(options) {
     super();
@@ -155,11 +181,24 @@ class HxHub extends EventEmitter {
     o.pageSize = Math.max(1, Math.floor(o.pageSize));
     o.maxQueue = Math.max(1, Math.floor(o.maxQueue));
     o.maxQueueBytes = Math.max(1, Math.floor(o.maxQueueBytes));
+    o.maxStateBytes = Math.max(1, Math.floor(o.maxStateBytes));
     o.batchSize = Math.max(1, Math.floor(o.batchSize));
     o.batchEvents = Math.max(1, Math.floor(o.batchEvents));
     o.headsBatch = Math.max(1, Math.floor(o.headsBatch));
     o.reconnect = { min: 100, max: 5000, ...(o.reconnect || {}) };
+    if (o.failoverSlot && o.transport === 'listen') throw new TypeError("HxHub: failoverSlot needs the WAL (transport 'wal' or 'auto')");
+    if (o.failoverSlot && !(typeof o.slotName === 'string' && /^[a-z0-9_]{1,63}$/.test(o.slotName))) {
+      throw new TypeError('HxHub: failoverSlot needs slotName: lower case letters, digits and underscores, 63 at most');
+    }
+    if (o.slotName !== null && o.slotName !== undefined && !o.failoverSlot) {
+      throw new TypeError('HxHub: slotName names a failover slot (failoverSlot: true); temporary slots are named by the hub');
+    }
+    if (o.holdback === null || o.holdback === undefined) o.holdback = !!o.failoverSlot;
+    o.holdbackInterval = Math.max(100, Number(o.holdbackInterval) || 5000);
     this._o = o;
+    this._holdbackTimer = null;
+    /** What is wrong with the holdback (holdback option), or null; undefined before the first check. */
+    this.holdback = undefined;
     this._sources = new Map(); // name -> the function's quoted, qualified name
     for (const [name, fn] of Object.entries(o.sources || {})) {
       if (typeof fn !== 'string') throw new TypeError(`HxHub: options.sources.${name} must be 'schema.function'`);
@@ -173,12 +212,19 @@ class HxHub extends EventEmitter {
     this._phase = 'idle';        // idle | starting | running | stopped
     this._starting = null;
     this._stopping = null;
-    this._link = new Link(o, this);
-    this._reader = new Reader(this, o);
+    // the seams: each part hears of the others through the callbacks it is given
+    this._link = new Link(o, this._linkHost());
+    this._reader = new Reader(this._readerHost(), o);
+    this._coreHost = {
+      unfollow: (core) => this._unfollowCore(core),
+      delivered: (core) => this._delivered(core),
+      listenerFailed: (err, core) => this._listenerFailed(err, core),
+    };
     this._pollTimer = null;
     this._tick = 0;              // orders requests and joins
 
-    this._subs = new Set();
+    this._subs = new Set();      // SubscriptionCore
+    this._cores = new WeakMap(); // HxSubscription -> its SubscriptionCore
     this._entries = new Map();   // stream -> StreamEntry
     this._targets = new Map();   // source \0 key -> {table, key, stream|null, subs: Set}
     this._streamWaits = new Map(); // stream -> Set(sub) waiting for the channel lookup
@@ -223,7 +269,51 @@ class HxHub extends EventEmitter {
   /** The temporary replication slot in use (WAL transport), else null. */
   get slot() { return this._link.tx && this._link.tx.kind === 'wal' ? this._link.tx.wal.slot : null; }
   /** The subscriptions now. */
-  get subscriptions() { return [...this._subs]; }
+  get subscriptions() { return [...this._subs].map((core) => core.subscription); }
+
+  /**
+   * The reader's host (reader.js): what it asks (tick, sourceOf, readFrom)
+   * and what it tells of its reads' results.
+   */
+  _readerHost() {
+    return {
+      tick: () => this._nextTick(),
+      sourceOf: (name) => this._sourceOf(name),
+      readFrom: (entry) => this._readFrom(entry),
+      onNames: (source, keys, rows) => this._onNames(source, keys, rows),
+      onNamesFailed: (source, keys, err, retrying) => this._onNamesFailed(source, keys, err, retrying),
+      onChannels: (rows) => this._onChannels(rows),
+      onChannelsFailed: (streams, err) => this._onChannelsFailed(streams, err),
+      snapshotSent: (entries) => this._snapshotSent(entries),
+      onSnapshotUnsent: (entry) => this._onSnapshotUnsent(entry),
+      retrySnapshots: (entries, tick) => this._retrySnapshots(entries, tick),
+      onSnapshots: (entries, tick, rows) => this._onSnapshots(entries, tick, rows),
+      onSnapshotsFailed: (entries, tick, err, transient) => this._onSnapshotsFailed(entries, tick, err, transient),
+      onPage: (batch, byStream, limit, tick) => this._onPage(batch, byStream, limit, tick),
+      onHeads: (entries, heads, tick) => this._onHeads(entries, heads, tick),
+      onReadFailed: (entries, err) => this._onReadFailed(entries, err),
+      onConnectionError: (conn, err) => this._onConnectionError(conn, err),
+    };
+  }
+
+  /** The link's host (link.js): its connections' news, and its transport's. */
+  _linkHost() {
+    return {
+      reader: (conn, schema) => this._linkReader(conn, schema),
+      up: (tx) => this._linkUp(tx),
+      ready: () => this._linkReady(),
+      down: () => this._linkDown(),
+      lost: (err, role) => this._linkLost(err, role),
+      back: () => this._linkBack(),
+      transport: (transport, reason) => this._linkTransport(transport, reason),
+      error: (err) => this._linkError(err),
+      wants: (stream) => this._wantsStream(stream),
+      walInsert: (stream, seq, event, bytes) => this._onWalInsert(stream, seq, event, bytes),
+      hint: (channel, hint) => this._onHint(channel, hint),
+      listening: (channels) => this._onListening(channels),
+      unlistened: (channels) => this._onUnlistened(channels),
+    };
+  }
 
   // -------------------------------------------------------------------
   // Life cycle
@@ -251,6 +341,7 @@ class HxHub extends EventEmitter {
       this._link.run();
       this._schedulePoll();
       this._reader.kick();
+      if (this._o.holdback) this._checkHoldback();
     })();
     return this._starting;
   }
@@ -265,6 +356,8 @@ class HxHub extends EventEmitter {
     for (const sub of [...this._subs]) this._stopSub(sub, new Error('hxstate: subscription stopped (the hub stopped)'));
     clearTimeout(this._pollTimer);
     this._pollTimer = null;
+    clearTimeout(this._holdbackTimer);
+    this._holdbackTimer = null;
     // the statement in flight finishes first (no new one starts), then the
     // connections close
     this._stopping = this._link.stop(this._reader.stop());
@@ -284,14 +377,15 @@ class HxHub extends EventEmitter {
    * (a seq: start with the events after it, read from the log, instead of
    * a snapshot), base (the state at after), state (keep and hand out
    * states; default true, false with after and no base), maxQueue,
-   * maxQueueBytes, overflow ('log' | 'snapshot').
+   * maxQueueBytes, maxStateBytes, overflow ('log' | 'snapshot').
    * @returns {HxSubscription}
    */
   follow(target, options) {
     if (this._phase === 'stopped') throw new Error('HxHub: stopped');
-    const sub = new HxSubscription(this, target || {}, options || {},
-      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, tick: ++this._tick });
+    const sub = new SubscriptionCore(this._coreHost, target || {}, options || {},
+      { maxQueue: this._o.maxQueue, maxQueueBytes: this._o.maxQueueBytes, maxStateBytes: this._o.maxStateBytes, tick: ++this._tick });
     this._subs.add(sub);
+    this._cores.set(sub.subscription, sub);
     this.stats.subscriptions = this._subs.size;
     if (sub.table !== null) {
       const id = `${sub.table}\u0000${sub.key}`;
@@ -301,7 +395,7 @@ class HxHub extends EventEmitter {
         this._targets.set(id, t);
       }
       t.subs.add(sub);
-      sub._bindTarget(t);
+      sub.bindTarget(t);
       const entry = t.stream !== null ? this._entries.get(t.stream) : null;
       if (entry) this._attach(sub, entry);
       else this._reader.names(sub.table, sub.key);
@@ -319,20 +413,25 @@ class HxHub extends EventEmitter {
         this._reader.channel(sub.stream);
       }
     }
-    return sub;
+    return sub.subscription;
   }
 
   /** Stop a subscription (the same as sub.stop()). */
   unfollow(sub) {
-    if (!sub || sub._hub !== this || sub.stopped) return;
-    this._stopSub(sub, new Error('hxstate: subscription stopped'));
+    const core = sub ? this._cores.get(sub) : undefined;
+    if (core) this._unfollowCore(core);
+  }
+
+  _unfollowCore(core) {
+    if (core.stopped) return;
+    this._stopSub(core, new Error('hxstate: subscription stopped'));
   }
 
   _stopSub(sub, why) {
-    if (!sub._stopped(why)) return;
+    if (!sub.halt(why)) return;
     this._subs.delete(sub);
     this.stats.subscriptions = this._subs.size;
-    const t = sub._target;
+    const t = sub.target;
     if (t) {
       t.subs.delete(sub);
       if (t.subs.size === 0) this._targets.delete(`${t.table}\u0000${t.key}`);
@@ -342,17 +441,16 @@ class HxHub extends EventEmitter {
       waits.delete(sub);
       if (waits.size === 0) this._streamWaits.delete(sub.stream);
     }
-    const entry = sub._entry;
+    const entry = sub.entry;
     if (entry) {
-      entry.subs.delete(sub);
-      if (entry.subs.size === 0) this._dropEntry(entry);
+      if (entry.leave(sub) === 0) this._dropEntry(entry);
     }
   }
 
   /** A subscription that cannot go on: 'error', then stopped (ready rejects with err). */
   _failSub(sub, err) {
     if (sub.stopped) return;
-    sub._failed(err);
+    sub.failed(err);
     this._stopSub(sub, err);
   }
 
@@ -403,8 +501,8 @@ class HxHub extends EventEmitter {
   }
 
   _attach(sub, entry) {
-    entry.subs.add(sub);
-    sub._attach(entry);
+    entry.join(sub);
+    sub.attach(entry);
     this._check(sub);
   }
 
@@ -428,7 +526,7 @@ class HxHub extends EventEmitter {
   _disarmAll() {
     for (const entry of this._entries.values()) {
       entry.disarm();
-      this.onSnapshotUnsent(entry);
+      this._onSnapshotUnsent(entry);
     }
     this._reader.dropSnapshots(); // requested again once armed
   }
@@ -437,32 +535,48 @@ class HxHub extends EventEmitter {
   // From the transports
   // -------------------------------------------------------------------
 
-  _onWalInsert(streamBuf, seqBuf, eventBuf) {
+  /** An insert of the log decoded: is its stream followed?  (Those that are not are not even kept.) */
+  _wantsStream(stream) {
     this.stats.walInserts++;
-    const entry = this._entries.get(streamBuf.toString('utf8'));
-    if (!entry) return; // not followed: not even parsed
+    return this._entries.has(stream);
+  }
+
+  /** An insert of the log, at its commit: its event's JSON text (null: read it from the log). */
+  _onWalInsert(stream, seq, text, bytes) {
+    const entry = this._entries.get(stream);
+    if (!entry) return; // not followed (any more)
     this.stats.walEvents++;
+    if (text === null) {
+      // a transaction too large to hold: its events are read from the log
+      entry.saw(seq);
+      for (const sub of [...entry.subs]) {
+        sub.noticed('wal');
+        this._check(sub);
+      }
+      return;
+    }
     let event;
     try {
-      event = JSON.parse(eventBuf.toString('utf8'));
+      event = JSON.parse(text);
     } catch (err) {
       return; // cannot happen for jsonb; the log has it anyway
     }
-    this._onLogEvent(entry, Number(seqBuf.toString('latin1')), event, eventBuf.length, 'wal');
+    this._onLogEvent(entry, seq, event, bytes, 'wal');
   }
 
   /** An event the log holds at seq, bytes long (rule 2): the WAL brings the log's own rows. */
   _onLogEvent(entry, seq, event, bytes, via) {
     entry.saw(seq);
-    for (const sub of [...entry.subs]) {
-      sub._noticed(via);
-      const r = sub._offer(seq, event, bytes);
+    // a copy of the set (offering may stop a subscription), unless it has one
+    const subs = entry.subs.size === 1 ? entry.subs : [...entry.subs];
+    for (const sub of subs) {
+      sub.noticed(via);
+      const r = sub.offer(seq, event, bytes);
       if (r === 'old') continue;
       if (r === 'overflow') {
         this.stats.overflows++;
       } else if (r instanceof Error) {
-        this._error(r, [sub]);
-        this._resync(sub, 'invalid');
+        this._invalid(sub, r);
       }
       this._check(sub);
     }
@@ -482,7 +596,7 @@ class HxHub extends EventEmitter {
     if (!set) return;
     for (const entry of set) {
       const named = hint !== null && hint.stream === entry.stream;
-      for (const sub of entry.subs) sub._noticed(hint && hint.ref ? 'ref' : 'notify');
+      for (const sub of entry.subs) sub.noticed(hint && hint.ref ? 'ref' : 'notify');
       if (!named) {
         this._reader.heads(entry);
         continue;
@@ -519,19 +633,19 @@ class HxHub extends EventEmitter {
 
   /** Read a fresh snapshot (rule 4). */
   _resync(sub, reason) {
-    const entry = sub._entry;
+    const entry = sub.entry;
     if (entry.source === null) {
       const diverged = reason === 'diverged';
       const why = diverged
-        ? `the server no longer has event ${sub._seq} of ${sub.stream} as it was read (a failover lost that commit)`
-        : `the log of ${sub.stream} no longer holds seq ${sub._seq + 1}`;
+        ? `the server no longer has event ${sub.cursor} of ${sub.stream} as it was read (a failover lost that commit)`
+        : `the log of ${sub.stream} no longer holds seq ${sub.cursor + 1}`;
       const err = new Error(`hxstate: ${why}, and a subscription by stream name cannot read a snapshot: follow {table, key} to resync`);
       err.code = diverged ? 'HX_DIVERGED' : 'HX_TRIMMED';
       this._failSub(sub, err);
       return;
     }
     if (reason === 'diverged') this.stats.divergences++;
-    sub._beginResync(reason);
+    sub.beginResync(reason);
     this._check(sub);
   }
 
@@ -540,14 +654,14 @@ class HxHub extends EventEmitter {
    * anything: a snapshot (or a sibling's position), a log read, or nothing.
    */
   _check(sub) {
-    const entry = sub._entry;
+    const entry = sub.entry;
     if (!entry || this._phase === 'stopped') return;
-    switch (sub._need(entry)) {
+    switch (sub.need(entry)) {
       case 'seed':
         // a sibling that follows the stream live has an exact state at
         // its cursor, and the stream is armed: start from there, no read
         for (const sib of entry.subs) {
-          const seed = sib === sub ? null : sib._seed();
+          const seed = sib === sub ? null : sib.seed();
           if (seed) {
             this._takeSnapshot(sub, seed.seq, seed.state, null, seed.bytes);
             return;
@@ -555,7 +669,7 @@ class HxHub extends EventEmitter {
         }
       // falls through
       case 'snapshot':
-        sub._snapshotRequested();
+        sub.snapshotRequested();
         this._reader.snapshot(entry);
         return;
       case 'read':
@@ -571,23 +685,43 @@ class HxHub extends EventEmitter {
   }
 
   _takeSnapshot(sub, seq, state, last, bytes) {
-    if (sub._takeSnapshot(seq, state, last, bytes) === 'resync') this.stats.resyncs++;
+    const r = sub.takeSnapshot(seq, state, last, bytes);
+    if (r instanceof Error) {
+      this._failSub(sub, r);
+      return;
+    }
+    if (r === 'resync') this.stats.resyncs++;
     this._check(sub);
   }
 
+  /**
+   * An event the subscription could not accept: a delta that does not
+   * apply (a resync, from a fresh snapshot), or a state past its
+   * maxStateBytes (it fails: the state is not kept past its bound, and
+   * nothing else is touched).
+   */
+  _invalid(sub, err) {
+    if (err.code === 'HX_STATE_TOO_LARGE') {
+      this._failSub(sub, err);
+      return;
+    }
+    this._error(err, [sub]);
+    this._resync(sub, 'invalid');
+  }
+
   // -------------------------------------------------------------------
-  // The reader's results (reader.js calls these)
+  // The reader's results (through _readerHost)
   // -------------------------------------------------------------------
 
-  tick() { return ++this._tick; }
+  _nextTick() { return ++this._tick; }
 
   /** A source by name: one of the sources option's functions, else a table. */
-  sourceOf(name) {
+  _sourceOf(name) {
     const fn = this._sources.get(name);
     return fn !== undefined ? { fn } : { table: name };
   }
 
-  onNames(source, keys, rows) {
+  _onNames(source, keys, rows) {
     const found = new Map(rows.map((r) => [r.key, r]));
     for (const key of keys) {
       const t = this._targets.get(`${source}\u0000${key}`);
@@ -603,7 +737,7 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onNamesFailed(source, keys, err, retrying) {
+  _onNamesFailed(source, keys, err, retrying) {
     if (!retrying) {
       for (const key of keys) this._failTarget(source, key, err);
       return;
@@ -616,7 +750,7 @@ class HxHub extends EventEmitter {
     this._error(err, subs);
   }
 
-  onChannels(rows) {
+  _onChannels(rows) {
     for (const r of rows) {
       const waits = this._streamWaits.get(r.stream);
       if (!waits) continue;
@@ -626,41 +760,41 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onChannelsFailed(streams, err) {
+  _onChannelsFailed(streams, err) {
     const subs = [];
     for (const s of streams) subs.push(...(this._streamWaits.get(s) || []));
     this._error(err, subs);
   }
 
   /** A snapshot read of entries goes out now: its tick, for the subscriptions waiting. */
-  snapshotSent(entries) {
+  _snapshotSent(entries) {
     const tick = ++this._tick;
-    for (const entry of entries) for (const sub of entry.subs) sub._snapshotSent(tick);
+    for (const entry of entries) for (const sub of entry.subs) sub.snapshotSent(tick);
     return tick;
   }
 
-  onSnapshotUnsent(entry) {
-    for (const sub of entry.subs) sub._snapshotUnsent();
+  _onSnapshotUnsent(entry) {
+    for (const sub of entry.subs) sub.snapshotUnsent();
   }
 
   /** The read at tick did not bring their snapshots: those that waited for it ask again. */
-  retrySnapshots(entries, tick) {
+  _retrySnapshots(entries, tick) {
     for (const entry of entries) {
       for (const sub of [...entry.subs]) {
-        if (!sub._waitsFor(tick)) continue;
-        sub._snapshotRetry();
+        if (!sub.waitsFor(tick)) continue;
+        sub.snapshotRetry();
         this._check(sub);
       }
     }
   }
 
-  onSnapshots(entries, tick, rows) {
+  _onSnapshots(entries, tick, rows) {
     const byKey = new Map(rows.map((r) => [r.key, r]));
     for (const entry of entries) {
       if (entry.dropped) continue;
       const r = byKey.get(entry.key);
       if (!r) { // a source gives a row per key it knows: the key is not there (yet)
-        this._reader.later('snapshot', () => this.retrySnapshots([entry], tick));
+        this._reader.later('snapshot', () => this._retrySnapshots([entry], tick));
         continue;
       }
       const seq = Number(r.seq);
@@ -668,25 +802,25 @@ class HxHub extends EventEmitter {
       const state = r.state === null ? null : r.state.value;
       const bytes = r.state === null ? 0 : r.state.bytes;
       const last = r.last === null ? null : r.last.value;
-      for (const sub of [...entry.subs]) if (sub._waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
+      for (const sub of [...entry.subs]) if (sub.waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
       // subscriptions that started waiting after the read was sent ask again
       for (const sub of [...entry.subs]) {
-        if (sub.phase === 'snapshot' && !sub._waitsFor(tick)) {
-          sub._snapshotRetry();
+        if (sub.phase === 'snapshot' && !sub.waitsFor(tick)) {
+          sub.snapshotRetry();
           this._check(sub);
         }
       }
     }
   }
 
-  onSnapshotsFailed(entries, tick, err, transient) {
+  _onSnapshotsFailed(entries, tick, err, transient) {
     const told = [];
     for (const entry of entries) {
       for (const sub of [...entry.subs]) {
-        if (!sub._waitsFor(tick)) continue;
+        if (!sub.waitsFor(tick)) continue;
         // one that has not started fails (no trigger, no such function,
         // no privilege), unless the error may pass; one that has tries again
-        if (!transient && !sub._hasPosition()) this._failSub(sub, err);
+        if (!transient && !sub.hasPosition()) this._failSub(sub, err);
         else told.push(sub);
       }
     }
@@ -694,17 +828,17 @@ class HxHub extends EventEmitter {
   }
 
   /** Where a read of entry's log starts: the lowest cursor of those that want one, or null. */
-  readFrom(entry) {
+  _readFrom(entry) {
     let after = null;
     for (const sub of entry.subs) {
-      const a = sub._readFrom(entry);
+      const a = sub.readFrom(entry);
       if (a !== null && (after === null || a < after)) after = a;
     }
     return after;
   }
 
   /** Rules 2 and 4 over a page of the log: [{entry, after, seen}], byStream: stream -> rows. */
-  onPage(batch, byStream, limit, tick) {
+  _onPage(batch, byStream, limit, tick) {
     for (const b of batch) {
       const entry = b.entry;
       if (entry.dropped) continue;
@@ -712,12 +846,11 @@ class HxHub extends EventEmitter {
       const top = list.length > 0 ? list[list.length - 1].seq : b.after;
       entry.saw(top);
       for (const sub of [...entry.subs]) {
-        const r = sub._page(b.after, list, limit, tick);
+        const r = sub.page(b.after, list, limit, tick);
         if (r === 'trimmed' || r === 'diverged') {
           this._resync(sub, r);
         } else if (r instanceof Error) {
-          this._error(r, [sub]);
-          this._resync(sub, 'invalid');
+          this._invalid(sub, r);
         }
       }
       // The log ended below a seq we were told exists (a head, a hint):
@@ -729,27 +862,58 @@ class HxHub extends EventEmitter {
     }
   }
 
-  onHeads(entries, heads, tick) {
+  _onHeads(entries, heads, tick) {
     for (const entry of entries) {
       if (entry.dropped) continue;
       entry.saw(heads.get(entry.stream) || 0);
       for (const sub of [...entry.subs]) {
-        sub._headRead(tick);
+        sub.headRead(tick);
         this._check(sub);
       }
     }
   }
 
   /** A read of the log or of the heads failed on a working connection; it is tried again later. */
-  onReadFailed(entries, err) {
+  _onReadFailed(entries, err) {
     const subs = [];
     for (const entry of entries) subs.push(...entry.subs);
     this._error(err, subs);
   }
 
   /** The reader's connection is gone: reconnect. */
-  onConnectionError(conn, err) {
+  _onConnectionError(conn, err) {
     this._link.lose(conn, err);
+  }
+
+  // -------------------------------------------------------------------
+  // The holdback (holdback.js)
+  // -------------------------------------------------------------------
+
+  _checkHoldback() {
+    this._holdbackTimer = null;
+    if (this._phase !== 'running') return;
+    const conn = this._link.reader;
+    const next = () => {
+      if (this._phase === 'running') this._holdbackTimer = setTimeout(() => this._checkHoldback(), this._o.holdbackInterval);
+    };
+    if (!conn || !conn.alive) {
+      next();
+      return;
+    }
+    conn.client.query(sql.holdback()).then(({ rows: [row] }) => {
+      const standby = this._link.tx && this._link.tx.kind === 'wal' && this._link.tx.wal.standby;
+      const problem = standby ? null : holdbackProblem(row, this._o.failoverSlot ? this._o.slotName : null);
+      const was = this.holdback;
+      this.holdback = problem;
+      if (problem !== null && problem !== was) {
+        const err = new Error(`hxstate: the WAL is not held back for the standbys: ${problem}`);
+        err.code = 'HX_HOLDBACK';
+        this._error(err);
+      }
+      if (problem === null && was !== null && was !== undefined) this._emitSafe('holdback', { ok: true });
+    }, (err) => {
+      if (!isConnectionError(err)) this._error(err);
+    }).finally(next);
   }
 
   // -------------------------------------------------------------------
@@ -783,7 +947,7 @@ class HxHub extends EventEmitter {
   }
 
   // -------------------------------------------------------------------
-  // The link's news (link.js calls these)
+  // The link's news (through _linkHost)
   // -------------------------------------------------------------------
 
   /**
@@ -794,7 +958,7 @@ class HxHub extends EventEmitter {
     this._reader.use(conn, schema);
     for (const entry of this._entries.values()) {
       for (const sub of [...entry.subs]) {
-        sub._reverify();
+        sub.reverify();
         this._check(sub);
       }
     }
@@ -851,7 +1015,7 @@ class HxHub extends EventEmitter {
    */
   _error(err, subs = []) {
     this.stats.errors++;
-    for (const sub of subs) sub._emitError(err);
+    for (const sub of subs) sub.error(err);
     if (this._phase !== 'stopped') emitError(this, err);
   }
 
@@ -862,7 +1026,7 @@ class HxHub extends EventEmitter {
    */
   _listenerFailed(err, sub) {
     this.stats.errors++;
-    if (sub && sub._emitError(err)) return;
+    if (sub && sub.error(err)) return;
     if (this._phase !== 'stopped' && emitError(this, err)) return;
     warnUnheard(err);
   }

@@ -20,10 +20,11 @@
 //     forever.  A statement that fails on a working connection does not
 //     drop it (reader.js).
 //
-// The hub hears of it all through its _link* methods (the reader's
-// connection, the transport up or down, both ready, a connection lost,
-// back again, the transport chosen) and of the transport's news through
-// _onWalInsert, _onHint, _onListening and _onUnlistened.
+// Its host (the hub) hears of it all through the callbacks it gives: the
+// reader's connection (reader), the transport up or down (up, down), both
+// ready (ready), a connection lost (lost), back again (back), the
+// transport chosen (transport), a failed reconnect (error), and the
+// transport's news (wants, walInsert, hint, listening, unlistened).
 const sql = require('./sql');
 const { Backoff } = require('./backoff');
 const { Connections } = require('./connections');
@@ -48,11 +49,13 @@ class Link {
    * @param {object} o the hub's options: pg, applicationName, transport,
    *   publication, sharedConnection, batchSize, statusInterval,
    *   slotTimeout, reconnect
-   * @param {object} hub
+   * @param {{reader(conn, schema), up(tx), ready(), down(), lost(err, role), back(),
+   *   transport(kind, reason), error(err), wants(stream), walInsert(stream, seq, event, bytes), hint(channel, hint),
+   *   listening(channels), unlistened(channels)}} host what the hub hears
    */
-  constructor(o, hub) {
+  constructor(o, host) {
     this._o = o;
-    this._hub = hub;
+    this._host = host;
     this.connections = new Connections({
       pg: o.pg,
       applicationName: o.applicationName,
@@ -132,7 +135,7 @@ class Link {
     if (!tx) return;
     tx.close();
     if (tx.conn !== this.reader) this.connections.close(tx.conn);
-    this._hub._linkDown();
+    this._host.down();
   }
 
   /** A connection failed or ended (it is closed): forget it, and reconnect what is missing. */
@@ -143,7 +146,7 @@ class Link {
     if (this._state !== 'running') return; // the hub's start() reports it
     this._backoff.lost(Date.now());
     this._down = true;
-    this._hub._linkLost(err, conn.role);
+    this._host.lost(err, conn.role);
     this._scheduleReconnect();
   }
 
@@ -157,10 +160,10 @@ class Link {
         this._backoff.up(Date.now());
         if (this._down) {
           this._down = false;
-          this._hub._linkBack();
+          this._host.back();
         }
       }, (err) => {
-        if (this._state === 'running') this._hub._linkError(err);
+        if (this._state === 'running') this._host.error(err);
       }).then(() => {
         this._establishing = null;
         if (this._state === 'running' && !this.connected) this._scheduleReconnect();
@@ -184,10 +187,10 @@ class Link {
         throw new Error('HxHub: stopped');
       }
       this.reader = conn;
-      this._hub._linkReader(conn, this.schema);
+      this._host.reader(conn, this.schema);
     }
     if (!this.tx) await this._openTransport();
-    this._hub._linkReady();
+    this._host.ready();
   }
 
   async _checkExtension(conn) {
@@ -251,7 +254,7 @@ class Link {
     const changed = this.transport !== kind || this.transportReason !== reason;
     this.transport = kind;
     this.transportReason = reason;
-    if (changed) this._hub._linkTransport(kind, reason);
+    if (changed) this._host.transport(kind, reason);
   }
 
   async _openWal() {
@@ -262,8 +265,16 @@ class Link {
         publication: this._o.publication,
         schema: this.schemaName,
         statusInterval: this._o.statusInterval,
-        onInsert: (stream, seq, event) => this._hub._onWalInsert(stream, seq, event),
+        slotName: this._o.slotName,
+        failover: this._o.failoverSlot,
+        wants: (stream) => this._host.wants(stream),
+        onInsert: (stream, seq, event, bytes) => this._host.walInsert(stream, seq, event, bytes),
         onError: (err) => this.connections.lose(conn, err),
+        // a slot on a standby waits for the primary's next running-transactions record
+        nudge: () => {
+          const r = this.reader;
+          if (r && r.alive) r.client.query(sql.logStandbySnapshot()).catch(() => {});
+        },
       });
       await wal.createSlot(this._o.slotTimeout);
       if (this._state === 'stopped' || !conn.alive) throw new Error('HxHub: stopped');
@@ -274,21 +285,21 @@ class Link {
       if (!tx) this.connections.close(conn);
       throw err;
     }
-    this._hub._linkUp(tx);
+    this._host.up(tx);
   }
 
   async _openListen() {
     const conn = this._o.sharedConnection ? this.reader : await this.connections.connect('listen', this._stillWanted);
-    const hub = this._hub;
+    const host = this._host;
     const tx = new ListenTransport(conn, {
       batchSize: this._o.batchSize,
-      onHint: (channel, hint) => hub._onHint(channel, hint),
-      onListening: (channels) => hub._onListening(channels),
-      onUnlistened: (channels) => hub._onUnlistened(channels),
+      onHint: (channel, hint) => host.hint(channel, hint),
+      onListening: (channels) => host.listening(channels),
+      onUnlistened: (channels) => host.unlistened(channels),
       onFailed: (err) => { if (this.tx === tx) this.connections.lose(conn, err); },
     });
     this.tx = tx;
-    hub._linkUp(tx);
+    host.up(tx);
   }
 }
 

@@ -215,6 +215,57 @@ class PgOutputDecoder {
   }
 }
 
+/**
+ * The follower's fast path over an insert ('I' at data[at]): the three
+ * columns it reads, found without allocating (no cursor object, no array
+ * of columns, no Buffer per column), into out: stream and event as
+ * [start, end) offsets of their text, seq as a number read from its
+ * digits.  cols: {stream, seq, event}, the columns' positions.  Returns
+ * false when a column is NULL or an unchanged TOAST value (the log's
+ * columns are NOT NULL: an insert has neither) or seq is not a safe
+ * integer.  Throws, as decode() does, on a message it cannot read.
+ */
+function scanInsert(data, at, cols, out) {
+  if (data[at + 5] !== 0x4e) throw new Error(`hxstate: pgoutput: unexpected insert tuple kind ${data[at + 5]}`);
+  const n = data.readInt16BE(at + 6);
+  let pos = at + 8;
+  let found = 0;
+  for (let i = 0; i < n; i++) {
+    const kind = data[pos++];
+    if (kind === 0x74 || kind === 0x62) { // 't', 'b'
+      const len = data.readInt32BE(pos);
+      pos += 4;
+      if (pos + len > data.length) throw new Error('hxstate: pgoutput: a column runs past its message');
+      if (i === cols.stream) {
+        out.streamStart = pos;
+        out.streamEnd = pos + len;
+        found++;
+      } else if (i === cols.event) {
+        out.eventStart = pos;
+        out.eventEnd = pos + len;
+        found++;
+      } else if (i === cols.seq) {
+        let v = 0;
+        for (let j = pos; j < pos + len; j++) {
+          const d = data[j] - 0x30;
+          if (d < 0 || d > 9) return false;
+          v = v * 10 + d;
+        }
+        if (len === 0 || !Number.isSafeInteger(v)) return false;
+        out.seq = v;
+        found++;
+      }
+      pos += len;
+    } else if (kind === 0x6e || kind === 0x75) { // 'n', 'u'
+      if (i === cols.stream || i === cols.seq || i === cols.event) return false;
+    } else {
+      throw new Error(`hxstate: pgoutput: unknown tuple column kind ${kind}`);
+    }
+  }
+  return found === 3;
+}
+
 module.exports = {
   PG_EPOCH_MS, parseLsn, formatLsn, parseCopyData, standbyStatus, copyDataMessage, copyDoneMessage, PgOutputDecoder,
+  scanInsert,
 };

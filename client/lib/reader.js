@@ -6,7 +6,8 @@
 // requests that arrive while it is busy.  The statements are sql.js's.
 //
 // It knows streams only as their entries (entry.js) and hands every
-// result to its host (the hub), which applies it to the subscriptions.
+// result to its host (the callbacks the hub gives it), which applies it
+// to the subscriptions.
 //
 // Errors:
 //   - a connection error (isConnectionError, or the connection died):
@@ -43,7 +44,14 @@ const RECHECK_MS = 100;
 
 class Reader {
   /**
-   * @param {object} host the hub (see the calls below)
+   * @param {object} host what the hub gives it (the hub's _readerHost):
+   *   tick() (a number that orders reads and joins), sourceOf(name) ({fn}
+   *   or {table}), readFrom(entry) (the seq a read of its log starts
+   *   after, or null), and what it hears of the reads: onNames,
+   *   onNamesFailed, onChannels, onChannelsFailed, snapshotSent,
+   *   onSnapshotUnsent, retrySnapshots, onSnapshots, onSnapshotsFailed,
+   *   onPage, onHeads, onReadFailed, onConnectionError (their arguments
+   *   below, where each is called)
    * @param {object} o batchSize, batchEvents, pageSize, headsBatch, batchDelay, reconnect ({min, max})
    */
   constructor(host, o) {

@@ -151,9 +151,60 @@ function listen(verb, list) {
   return list.map((c) => `${verb} ${quoteIdent(c)}`).join(';');
 }
 
-/** slot: lower case letters, digits and underscores (made by the client). */
-function createSlot(slot) {
+/**
+ * slot: lower case letters, digits and underscores (made by the client,
+ * or checked by it).  A temporary slot by default; with failover (17 and
+ * later), a persistent one that synchronized_standby_slots holds back
+ * until the standbys have the WAL, and that standbys with
+ * sync_replication_slots copy.
+ */
+function createSlot(slot, failover = false) {
+  if (failover) return `CREATE_REPLICATION_SLOT ${slot} LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)`;
   return `CREATE_REPLICATION_SLOT ${slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT`;
+}
+
+/**
+ * Drop a persistent slot of this name that no one uses (a hub that
+ * stopped without dropping it).  A replication connection takes the
+ * simple protocol only: the name (lower case letters, digits,
+ * underscores) is written into the text as a literal.
+ */
+function dropIdleSlot(slot) {
+  if (!/^[a-z0-9_]{1,63}$/.test(slot)) throw new TypeError(`not a slot name: ${slot}`);
+  return `SELECT pg_catalog.pg_drop_replication_slot(s.slot_name) FROM pg_catalog.pg_replication_slots s
+           WHERE s.slot_name = '${slot}' AND NOT s.active AND s.slot_type = 'logical'`;
+}
+
+function dropSlot(slot) {
+  return `DROP_REPLICATION_SLOT ${slot}`;
+}
+
+/** Is the server a standby (in recovery)?  (Simple protocol: a replication connection.) */
+function inRecovery() {
+  return 'SELECT pg_catalog.pg_is_in_recovery() AS standby';
+}
+
+/** A standby's slot waits for the primary's next running-transactions record: write one now. */
+function logStandbySnapshot() {
+  return { text: 'SELECT pg_catalog.pg_log_standby_snapshot()', values: [] };
+}
+
+/**
+ * What holds the WAL of logical slots back until standbys have it:
+ * synchronized_standby_slots (17 and later), pg_failover_slots's
+ * standby_slot_names, and every slot (as JSON, whatever columns this
+ * version's pg_replication_slots has).
+ */
+function holdback() {
+  return {
+    text: `SELECT current_setting('server_version_num')::int AS version,
+                  pg_catalog.pg_is_in_recovery() AS standby,
+                  current_setting('synchronized_standby_slots', true) AS synchronized,
+                  current_setting('pg_failover_slots.standby_slot_names', true) AS failover_slots,
+                  current_setting('synchronous_standby_names') AS sync_names,
+                  coalesce((SELECT pg_catalog.jsonb_agg(pg_catalog.to_jsonb(s)) FROM pg_catalog.pg_replication_slots s), '[]') AS slots`,
+    values: [],
+  };
 }
 
 function startReplication(slot, publication) {
@@ -165,5 +216,5 @@ function startReplication(slot, publication) {
 module.exports = {
   quoteIdent, parseQualifiedName, functionName,
   extension, walPrerequisites, names, channels, snapshots, eventsAfter, heads,
-  listen, createSlot, startReplication,
+  listen, createSlot, dropIdleSlot, dropSlot, inRecovery, logStandbySnapshot, holdback, startReplication,
 };

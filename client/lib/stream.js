@@ -51,6 +51,8 @@ class HxStream extends EventEmitter {
    * @param {number} [options.maxQueue] events waiting for a slow 'event'
    *   listener (one that returns a promise) at most; see the hub
    * @param {number} [options.maxQueueBytes] bytes of those events at most
+   * @param {number} [options.maxStateBytes] bytes of its state at most (the
+   *   hub's, 64 MiB, by default); past it the stream fails (HX_STATE_TOO_LARGE)
    */
   constructor(options) {
     super();
@@ -72,6 +74,7 @@ class HxStream extends EventEmitter {
     this._queueOptions = {};
     if (o.maxQueue !== undefined) this._queueOptions.maxQueue = o.maxQueue;
     if (o.maxQueueBytes !== undefined) this._queueOptions.maxQueueBytes = o.maxQueueBytes;
+    if (o.maxStateBytes !== undefined) this._queueOptions.maxStateBytes = o.maxStateBytes;
     this._phase = 'idle';          // idle | starting | running | stopped
     this._sub = null;
     this._stopping = null;
@@ -124,7 +127,11 @@ class HxStream extends EventEmitter {
       this._counts.resyncs++;
       this._emitSafe('resync', { seq, previousSeq, state, reason });
     });
-    sub.on('error', (err) => this._emitError(err));
+    sub.on('error', (err) => {
+      this._emitError(err);
+      // a state past maxStateBytes ends the subscription: the stream stops too
+      if (err && err.code === 'HX_STATE_TOO_LARGE' && this._phase === 'running') this.stop();
+    });
     this._listenHub('disconnect', (err) => {
       this._counts.disconnects++;
       this._emitSafe('disconnect', err);

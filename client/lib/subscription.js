@@ -1,15 +1,25 @@
 'use strict';
-// HxSubscription: one follower of one stream, made by hub.follow().  It
-// keeps its cursor (the seq of the last event it accepted, and the state
-// after it) and its queue (what it accepted and has not handed out yet),
-// hands the queue to its 'event' listeners one event at a time, and
-// changes no one's fields but its own: the hub tells it what came in
-// (an event, a page of the log, a snapshot, a head) and asks it what it
-// needs next; the rules are cursor.js's.
+// One follower of one stream, made by hub.follow(), in two parts:
+//
+//   SubscriptionCore  its cursor (the seq of the last event it accepted,
+//                     and the state after it) and its queue (what it
+//                     accepted and has not handed out yet), which it hands
+//                     to its listeners one event at a time.  Its public
+//                     methods are the hub's named interface to it: the hub
+//                     tells it what came in (an event, a page of the log, a
+//                     snapshot, a head) and asks it what it needs next (the
+//                     rules are cursor.js's); it tells the hub what it did
+//                     through the host callbacks it was given (unfollow,
+//                     delivered, listenerFailed).
+//   HxSubscription    what the application gets: an EventEmitter with the
+//                     subscription's events, its ready promise, its
+//                     position and counters (read from its core), stop().
+//
+// Each changes no one's fields but its own.
 const { EventEmitter } = require('node:events');
 const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
 const { callListeners, noop } = require('./emit');
-const { isStreamEnd } = require('./apply');
+const { isStreamEnd, stateTooLarge } = require('./apply');
 const { EventQueue } = require('./queue');
 
 // bytes counted for an event whose size the client was not told (a
@@ -41,25 +51,24 @@ function optional(v) {
 }
 
 /**
- * Emits 'event' (event, state), 'end' (event, lastState), 'resync' ({seq,
- * previousSeq, state, reason}) and 'error' (err; only when listened to).
+ * The subscription's cursor and queue; the hub's interface to it is its
+ * public methods and getters.
  */
-class HxSubscription extends EventEmitter {
+class SubscriptionCore {
   /**
-   * @param {object} hub the HxHub that made it
+   * @param {{unfollow: (core) => void, delivered: (core) => void, listenerFailed: (err, core) => void}} host
+   *   the hub's callbacks: stop it (stop()), it handed something out (it may
+   *   want more), a listener failed
    * @param {{table?: string, key?: string, stream?: string}} target
    * @param {object} o follow()'s options
-   * @param {{maxQueue: number, maxQueueBytes: number, tick: number}} d the hub's defaults, and the tick it joins at
+   * @param {{maxQueue: number, maxQueueBytes: number, maxStateBytes: number, tick: number}} d the hub's defaults, and the tick it joins at
    */
-  constructor(hub, target, o, d) {
-    super();
-    this._hub = hub;
-    this.table = optional(target.table);
-    this.key = optional(target.key);
-    /** The stream's name, known once resolved ("<table>:<key>"). */
-    this.stream = optional(target.stream);
-    /** The stream's LISTEN channel, known once resolved. */
-    this.channel = null;
+  constructor(host, target, o, d) {
+    this._host = host;
+    this._table = optional(target.table);
+    this._key = optional(target.key);
+    this._stream = optional(target.stream);
+    this._channel = null;
     const after = o.after === undefined || o.after === null ? null : Number(o.after);
     if (after !== null && !(Number.isSafeInteger(after) && after >= 0)) {
       throw new TypeError('HxHub: options.after must be a seq (an integer >= 0)');
@@ -68,32 +77,33 @@ class HxSubscription extends EventEmitter {
     if (o.state === true && after !== null && after > 0 && !hasBase) {
       throw new TypeError('HxHub: state: true with after needs base, the state at that seq');
     }
-    if (this.table === null && this.stream === null) {
+    if (this._table === null && this._stream === null) {
       throw new TypeError('HxHub: follow() needs {table, key} or {stream}');
     }
-    if (this.table !== null && this.key === null) throw new TypeError('HxHub: follow({table}) needs a key');
+    if (this._table !== null && this._key === null) throw new TypeError('HxHub: follow({table}) needs a key');
     this._after = after;
     // Keep states unless told not to; resuming from a seq without the
     // state at it cannot compute states (deltas need a base).
     this._keepState = o.state === undefined ? (after === null || after === 0 || hasBase) : !!o.state;
     this._maxQueue = Math.max(1, Math.floor(o.maxQueue === undefined ? d.maxQueue : o.maxQueue));
     this._maxBytes = Math.max(1, Math.floor(o.maxQueueBytes === undefined ? d.maxQueueBytes : o.maxQueueBytes));
+    this._maxStateBytes = o.maxStateBytes === undefined ? d.maxStateBytes : o.maxStateBytes;
+    if (!(Number.isSafeInteger(this._maxStateBytes) && this._maxStateBytes > 0)) {
+      throw new TypeError('HxHub: options.maxStateBytes must be a positive integer (bytes)');
+    }
     this._overflow = o.overflow === undefined ? 'log' : o.overflow;
     if (this._overflow !== 'log' && this._overflow !== 'snapshot') {
       throw new TypeError("HxHub: options.overflow is 'log' or 'snapshot'");
     }
 
     // handed out (delivered to the listeners)
-    /** The seq of the last event handed out (0: none yet). */
-    this.seq = after === null ? 0 : after;
-    /** The state after the last event handed out (with state: true). */
-    this.state = this._keepState ? (hasBase ? o.base : null) : undefined;
-    /** Has the stream ended (hx.stream_end) with no re-insert since? */
-    this.ended = false;
+    this._outSeq = after === null ? 0 : after;
+    this._outState = this._keepState ? (hasBase ? o.base : null) : undefined;
+    this._outEnded = false;
 
     // accepted (the cursor)
-    this._seq = this.seq;
-    this._state = this.state;
+    this._seq = this._outSeq;
+    this._state = this._outState;
     this._stateBytes = this._keepState && hasBase ? Buffer.byteLength(JSON.stringify(o.base === undefined ? null : o.base)) : 0;
     this._ended = false;
 
@@ -138,7 +148,28 @@ class HxSubscription extends EventEmitter {
       this._rejectReady = reject;
     });
     this.ready.catch(noop); // rejections are for whoever awaits it
+    /** What the application gets. */
+    this.subscription = new HxSubscription(this);
   }
+
+  get table() { return this._table; }
+  get key() { return this._key; }
+  /** The stream's name, known once resolved ("<table>:<key>"). */
+  get stream() { return this._stream; }
+  /** The stream's LISTEN channel, known once resolved. */
+  get channel() { return this._channel; }
+  /** The seq of the last event handed out (0: none yet). */
+  get seq() { return this._outSeq; }
+  /** The state after the last event handed out (with state: true). */
+  get state() { return this._outState; }
+  /** Has the stream ended (hx.stream_end) with no re-insert since? */
+  get ended() { return this._outEnded; }
+  /** The seq of the last event accepted (its cursor). */
+  get cursor() { return this._seq; }
+  /** The stream it follows (an entry.js StreamEntry), once resolved. */
+  get entry() { return this._entry; }
+  /** The hub's record of its {table, key}, when followed that way. */
+  get target() { return this._target; }
 
   /** Events accepted and not yet handed out. */
   get queued() { return this._queue.events; }
@@ -150,31 +181,26 @@ class HxSubscription extends EventEmitter {
   get phase() { return this._phase; }
   get stopped() { return this._phase === 'stopped'; }
 
-  /** Stop following; no event is handed out after this. */
-  stop() { this._hub.unfollow(this); }
-
-  /** The state now as a synthetic STATE_SNAPSHOT (state: true only). */
-  snapshotEvent() {
-    return syntheticSnapshot(this.stream, this.seq, this.state === undefined ? null : this.state);
-  }
+  /** Stop following (the hub stops it): no event is handed out after this. */
+  stop() { this._host.unfollow(this); }
 
   // -- what the hub tells it ------------------------------------------------
 
   /** It was followed as {table, key}: the hub's record of that target. */
-  _bindTarget(target) {
+  bindTarget(target) {
     this._target = target;
   }
 
   /** Has it a position (a snapshot, or a resume point)? */
-  _hasPosition() {
+  hasPosition() {
     return this._started;
   }
 
   /** It follows entry now (its stream resolved). */
-  _attach(entry) {
+  attach(entry) {
     this._entry = entry;
-    this.stream = entry.stream;
-    this.channel = entry.channel;
+    this._stream = entry.stream;
+    this._channel = entry.channel;
     if (this._after !== null) {
       this._phase = 'live';
       this._force = true; // it does not know the head: read the log after its seq
@@ -190,7 +216,7 @@ class HxSubscription extends EventEmitter {
   }
 
   /** A hint or an event reached it: 'notify', 'ref' or 'wal'. */
-  _noticed(via) {
+  noticed(via) {
     if (via === 'wal') {
       this.stats.walEvents++;
       return;
@@ -204,7 +230,7 @@ class HxSubscription extends EventEmitter {
    * became of it: 'old', 'ahead' (a gap: the log has more), 'accepted',
    * 'overflow' (no room), or an Error (the delta does not apply).
    */
-  _offer(seq, event, bytes) {
+  offer(seq, event, bytes) {
     if (this._phase !== 'live' || this._verify) return 'old'; // verifying: the log read brings it
     const kind = classify(this._seq, seq);
     if (kind !== 'next') return kind;
@@ -229,10 +255,10 @@ class HxSubscription extends EventEmitter {
       this._readyQueued = false;
       this._queue.drop('ready');
     }
-    this._seq = this.seq;
-    this._state = this.state;
+    this._seq = this._outSeq;
+    this._state = this._outState;
     this._stateBytes = 0;
-    this._ended = this.ended;
+    this._ended = this._outEnded;
     this._mark = null; // the cursor went back to an event whose mark it did not keep
     this._more = this._force = false;
     this._phase = 'paused';
@@ -246,9 +272,11 @@ class HxSubscription extends EventEmitter {
     let stateBytes = 0;
     if (this._keepState) {
       try {
-        ({ state: after, bytes: stateBytes } = this._entry.apply(before, this._stateBytes, event, bytes));
+        ({ state: after, bytes: stateBytes } = this._entry.apply(before, this._stateBytes, event, bytes, this._maxStateBytes));
       } catch (err) {
-        err.message = `hxstate: event ${seq} of ${this.stream} does not apply: ${err.message}`;
+        err.message = err.code === 'HX_STATE_TOO_LARGE'
+          ? `hxstate: the state of ${this.stream} after event ${seq}: ${err.message}`
+          : `hxstate: event ${seq} of ${this.stream} does not apply: ${err.message}`;
         return err;
       }
     }
@@ -276,7 +304,7 @@ class HxSubscription extends EventEmitter {
   }
 
   /** Read a fresh snapshot (the log no longer continues its cursor, a delta did not apply, or it diverged). */
-  _beginResync(reason) {
+  beginResync(reason) {
     this._phase = 'snapshot';
     this._resyncReason = reason;
     this._verify = false;
@@ -294,7 +322,7 @@ class HxSubscription extends EventEmitter {
    * the one it accepted (eventMark); if not, or if the log now ends below
    * its cursor, it resyncs (reason 'diverged').
    */
-  _reverify() {
+  reverify() {
     if (this._phase !== 'live' || this._mark === null || this._seq < 1) return;
     this._verify = true;
     this._force = true;
@@ -305,7 +333,7 @@ class HxSubscription extends EventEmitter {
    * after its cursor), 'ready' (its position is reached: queue the ready
    * marker), 'seed' (a snapshot, which a sibling may give), or null.
    */
-  _need(entry) {
+  need(entry) {
     if (this._phase === 'paused') {
       if (this._queue.length > 0 || this._inflight) return null;
       this._phase = 'snapshot';
@@ -327,13 +355,13 @@ class HxSubscription extends EventEmitter {
   }
 
   /** Its position, for a sibling that joins the stream: exact, live, with its state. */
-  _seed() {
+  seed() {
     if (this._phase !== 'live' || !this._exact || this._ended || !this._keepState) return null;
     return { seq: this._seq, state: this._state, bytes: this._stateBytes };
   }
 
   /** The cursor a read of the log would start after, or null: it does not want one now. */
-  _readFrom(entry) {
+  readFrom(entry) {
     if (this._phase !== 'live') return null;
     if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null;
     if (this._verify) return this._seq - 1; // the event at its cursor too
@@ -341,23 +369,29 @@ class HxSubscription extends EventEmitter {
   }
 
   /** A snapshot is wanted (0) or was not sent after all (-1), or its read went out at tick. */
-  _snapshotRequested() { this._snapTick = 0; }
-  _snapshotUnsent() {
+  snapshotRequested() { this._snapTick = 0; }
+  snapshotUnsent() {
     if (this._phase === 'snapshot' && this._snapTick === 0) this._snapTick = -1;
   }
-  _snapshotSent(tick) {
+  snapshotSent(tick) {
     if (this._phase === 'snapshot') this._snapTick = tick;
   }
-  _waitsFor(tick) { return this._phase === 'snapshot' && this._snapTick === tick; }
-  _snapshotRetry() { this._snapTick = -1; }
+  waitsFor(tick) { return this._phase === 'snapshot' && this._snapTick === tick; }
+  snapshotRetry() { this._snapTick = -1; }
 
   /**
    * Start (again) from a snapshot: seq, state (bytes: its size), and the
    * last event when the state is NULL.  Returns 'stale' (older than its
-   * cursor: it needs another), 'initial' or 'resync'.
+   * cursor: it needs another), 'initial' or 'resync'; or an Error
+   * (HX_STATE_TOO_LARGE) for a state larger than its maxStateBytes.
    */
-  _takeSnapshot(seq, state, last, bytes) {
+  takeSnapshot(seq, state, last, bytes) {
     this._snapTick = -1;
+    if (this._keepState && state !== null && bytes > this._maxStateBytes) {
+      const err = stateTooLarge(bytes, this._maxStateBytes);
+      err.message = `hxstate: the state of ${this.stream} at seq ${seq}: ${err.message}`;
+      return err;
+    }
     // an older snapshot than its cursor: one read before its events were
     // (read another), unless its cursor is on a commit the server lost
     if (this._started && seq < this._seq && this._resyncReason !== 'diverged') return 'stale';
@@ -397,7 +431,7 @@ class HxSubscription extends EventEmitter {
    * resync), 'diverged' (see _reverify: resync), or an Error (a delta did
    * not apply: resync).
    */
-  _page(after, rows, limit, tick) {
+  page(after, rows, limit, tick) {
     if (this._phase !== 'live') return null;
     if (this._verify) {
       const top = rows.length > 0 ? rows[rows.length - 1].seq : after;
@@ -440,18 +474,18 @@ class HxSubscription extends EventEmitter {
   }
 
   /** The heads were read at tick. */
-  _headRead(tick) {
+  headRead(tick) {
     if (this._joinTick < tick) this._synced = true;
   }
 
   /** It cannot go on: err is what 'error' and ready's rejection say. */
-  _failed(err) {
+  failed(err) {
     this._failure = err;
-    this._emitError(err);
+    this.error(err);
   }
 
   /** Stopped: nothing is handed out any more; ready rejects if it had not resolved. */
-  _stopped(why) {
+  halt(why) {
     if (this._phase === 'stopped') return false;
     this._phase = 'stopped';
     this._queue.drop();
@@ -481,28 +515,28 @@ class HxSubscription extends EventEmitter {
         this._resolveReady();
         continue;
       }
-      this.seq = item.seq;
-      this.state = item.state;
-      this.ended = item.ended;
+      this._outSeq = item.seq;
+      this._outState = item.state;
+      this._outEnded = item.ended;
       this.stats.events++;
       if (item.resync) this._emitSafe('resync', item.resync);
-      const pending = this._phase === 'stopped' ? null : callListeners(this, 'event', [item.event, item.state], this._onListenerError);
+      const pending = this._phase === 'stopped' ? null : callListeners(this.subscription, 'event', [item.event, item.state], this._onListenerError);
       if (pending) {
         this._inflight = true;
         pending.then(() => this._settled(item));
         return;
       }
       if (item.end) this._emitSafe('end', item.event, item.before);
-      this._hub._delivered(this);
+      this._host.delivered(this);
     }
-    if (this._queue.length === 0) this._hub._delivered(this);
+    if (this._queue.length === 0) this._host.delivered(this);
   }
 
   _settled(item) {
     this._inflight = false;
     if (this._phase === 'stopped') return;
     if (item.end) this._emitSafe('end', item.event, item.before);
-    this._hub._delivered(this);
+    this._host.delivered(this);
     this._drain();
   }
 
@@ -513,20 +547,70 @@ class HxSubscription extends EventEmitter {
    * goes on with the next event.
    */
   _onListenerError = (err) => {
-    this._hub._listenerFailed(err, this);
+    this._host.listenerFailed(err, this);
   };
 
   _emitSafe(name, ...args) {
     if (this._phase === 'stopped') return;
-    callListeners(this, name, args, this._onListenerError);
+    callListeners(this.subscription, name, args, this._onListenerError);
   }
 
   /** 'error' only when someone listens: an unheard 'error' would crash the process. */
-  _emitError(err) {
-    if (this._phase === 'stopped' || this.listenerCount('error') === 0) return false;
-    callListeners(this, 'error', [err], (e) => process.nextTick(() => { throw e; }));
+  error(err) {
+    if (this._phase === 'stopped' || this.subscription.listenerCount('error') === 0) return false;
+    callListeners(this.subscription, 'error', [err], (e) => process.nextTick(() => { throw e; }));
     return true;
   }
 }
 
-module.exports = { HxSubscription, syntheticSnapshot };
+/**
+ * What hub.follow() returns.  Emits 'event' (event, state), 'end' (event,
+ * lastState), 'resync' ({seq, previousSeq, state, reason}) and 'error'
+ * (err; only when listened to).  Its position and counters are its
+ * core's.
+ */
+class HxSubscription extends EventEmitter {
+  #core;
+
+  /** Made by its core (hub.follow()), not by applications. */
+  constructor(core) {
+    super();
+    this.#core = core;
+  }
+
+  get table() { return this.#core.table; }
+  get key() { return this.#core.key; }
+  /** The stream's name, known once resolved ("<table>:<key>"). */
+  get stream() { return this.#core.stream; }
+  /** The stream's LISTEN channel, known once resolved. */
+  get channel() { return this.#core.channel; }
+  /** The seq of the last event handed out (0: none yet). */
+  get seq() { return this.#core.seq; }
+  /** The state after the last event handed out (with state: true). */
+  get state() { return this.#core.state; }
+  /** Has the stream ended (hx.stream_end) with no re-insert since? */
+  get ended() { return this.#core.ended; }
+  /** Resolves once it has its position: the snapshot handed out, or (with after) the log read up to the stream's head. */
+  get ready() { return this.#core.ready; }
+  /** Events accepted and not yet handed out. */
+  get queued() { return this.#core.queued; }
+  /** Their bytes (the size of their JSON text, and of the states kept with them). */
+  get queuedBytes() { return this.#core.queuedBytes; }
+  /** Not keeping up: the queue was full and events wait in the log (or for a snapshot). */
+  get behind() { return this.#core.behind; }
+  /** 'resolving' | 'snapshot' | 'live' | 'paused' | 'stopped' */
+  get phase() { return this.#core.phase; }
+  get stopped() { return this.#core.stopped; }
+  /** Counters, for monitoring and tests. */
+  get stats() { return this.#core.stats; }
+
+  /** Stop following; no event is handed out after this. */
+  stop() { this.#core.stop(); }
+
+  /** The state now as a synthetic STATE_SNAPSHOT (state: true only). */
+  snapshotEvent() {
+    return syntheticSnapshot(this.stream, this.seq, this.state === undefined ? null : this.state);
+  }
+}
+
+module.exports = { SubscriptionCore, HxSubscription, syntheticSnapshot };

@@ -12,11 +12,27 @@
 // The price is that a slot cannot be resumed: after any reconnect the hub
 // makes a new slot and catches every stream up from the log by seq.
 //
+// With failoverSlot (PostgreSQL 17 and later) the slot is a persistent
+// failover slot instead, named by the hub's slotName: the one kind that
+// synchronized_standby_slots holds back until the standbys have the WAL
+// (holdback.js).  The hub drops it when it stops, and drops an idle one of
+// its name before it makes its own (a hub that died left it).
+//
 // Every transaction that commits after the slot's consistent point (the
 // moment CREATE_REPLICATION_SLOT returns) is streamed, in commit order,
 // once it has committed; so a snapshot read after that moment plus the
 // streamed events misses nothing, which is the same guarantee LISTEN gives
-// a client that LISTENs before it reads.  What the WAL carries is the log
+// a client that LISTENs before it reads.  A transaction's inserts are
+// handed on at its commit message, not as they arrive: pg_failover_slots
+// holds each message back only until the standbys have its own position,
+// so only the commit message says that they have the whole transaction.
+//
+// The slot may be on a hot standby (PostgreSQL 16 and later): the
+// replication connection then goes to the standby, which decodes the WAL
+// it has replayed, and the primary does none of that work.  Making a slot
+// there waits for the primary's next running-transactions record, which
+// the hub asks for (pg_log_standby_snapshot on its reader, the primary)
+// while it waits.  What the WAL carries is the log
 // itself (the rows inserted into hx_event, decoded by the server for a
 // role that may replicate), so its events are content, not hints.
 //
@@ -42,7 +58,7 @@
 // needs it least; so the hub keeps pg for all three.
 const crypto = require('node:crypto');
 const sql = require('./sql');
-const { parseCopyData, standbyStatus, copyDataMessage, copyDoneMessage, PgOutputDecoder } = require('./pgoutput');
+const { standbyStatus, copyDataMessage, copyDoneMessage, PgOutputDecoder, scanInsert } = require('./pgoutput');
 
 /** A relation that is the event log (or one of its partitions, when the
  * publication does not publish via the root): the positions of the columns
@@ -119,9 +135,21 @@ class WalStream {
    * @param {string} o.publication the publication of hx_event's inserts
    * @param {string} o.schema the extension's schema (where hx_event is)
    * @param {number} o.statusInterval ms between standby status updates
-   * @param {(stream: Buffer, seq: Buffer, event: Buffer) => void} o.onInsert
-   *   one insert into the log, columns as text
+   * @param {(stream: string, seq: number, event: string|null, bytes: number) => void} o.onInsert
+   *   one insert into the log at its transaction's commit: the stream,
+   *   the seq, the event's JSON text and its length in bytes; the text
+   *   null when the transaction held more than maxTxBytes of events (the
+   *   log has it: read it there)
    * @param {(err: Error) => void} o.onError the stream failed or ended
+   * @param {string|null} [o.slotName] the slot's name (a persistent
+   *   failover slot's); null: a temporary slot of a name made up here
+   * @param {boolean} [o.failover] make a failover slot (17 and later)
+   * @param {() => void} [o.nudge] called every second while a slot on a
+   *   standby waits for the primary's running-transactions record
+   * @param {number} [o.maxTxBytes] bytes of events held per transaction
+   * @param {(stream: string) => boolean} [o.wants] is an insert of this
+   *   stream wanted (followed)?  Those that are not are dropped as they
+   *   are decoded, their events never read.
    */
   constructor(client, o) {
     this.client = client;
@@ -130,6 +158,15 @@ class WalStream {
     this.statusInterval = o.statusInterval;
     this.onInsert = o.onInsert;
     this.onError = o.onError;
+    this.slotName = o.slotName || null;
+    this.failover = !!o.failover;
+    this.nudge = o.nudge || null;
+    this.maxTxBytes = o.maxTxBytes || 16 * 1024 * 1024;
+    this.wants = o.wants || null;
+    this.pending = [];       // the inserts of the transaction being received: stream, seq, text, bytes, ...
+    this.pendingBytes = 0;
+    this._scan = { streamStart: 0, streamEnd: 0, eventStart: 0, eventEnd: 0, seq: 0 }; // scanInsert's, reused
+    this.standby = false;    // the slot is on a standby
     this.slot = null;
     this.consistentPoint = null;
     this.decoder = new PgOutputDecoder();
@@ -151,9 +188,17 @@ class WalStream {
    */
   async createSlot(timeoutMs) {
     // slot names: lower case letters, digits and underscores, 63 at most
-    this.slot = `hx_${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
-    const creating = this.client.query(sql.createSlot(this.slot));
+    this.slot = this.slotName || `hx_${process.pid}_${crypto.randomBytes(6).toString('hex')}`;
+    const { rows: [r] } = await this.client.query(sql.inRecovery());
+    this.standby = !!r.standby;
+    if (this.failover) await this.client.query(sql.dropIdleSlot(this.slot));
+    const creating = this.client.query(sql.createSlot(this.slot, this.failover));
     creating.catch(() => {}); // after a timeout, its failure is the closed connection's
+    let nudging = null;
+    if (this.standby && this.nudge) {
+      this.nudge();
+      nudging = setInterval(this.nudge, 1000);
+    }
     let timer;
     const timeout = new Promise((resolve, reject) => {
       timer = setTimeout(() => {
@@ -168,6 +213,7 @@ class WalStream {
       this.consistentPoint = rows[0] && rows[0].consistent_point;
     } finally {
       clearTimeout(timer);
+      clearInterval(nudging);
     }
     return this.slot;
   }
@@ -198,12 +244,11 @@ class WalStream {
     this.close();
     if (!streaming || !streaming.end()) return;
     let timer;
-    try {
-      await Promise.race([streaming.done.then(() => {}, () => {}),
-        new Promise((resolve) => { timer = setTimeout(resolve, ms); })]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const within = (p) => Promise.race([p.then(() => {}, () => {}),
+      new Promise((resolve) => { timer = setTimeout(resolve, ms); })]).finally(() => clearTimeout(timer));
+    await within(streaming.done);
+    // a persistent slot would keep the WAL for a hub that is gone
+    if (this.failover && this.slot) await within(this.client.query(sql.dropSlot(this.slot)));
   }
 
   _fail(err) {
@@ -218,44 +263,74 @@ class WalStream {
     this.streaming.send(standbyStatus(this.lsn, Date.now(), replyRequested));
   }
 
+  /**
+   * One CopyData payload.  The common messages (XLogData of begin, insert
+   * and commit, and keepalives) are read in place, allocating nothing but
+   * the strings the hub needs; relations through the decoder.
+   */
   _receive(chunk) {
     if (this.closed) return;
     try {
-      const msg = parseCopyData(chunk);
-      if (msg.tag === 'w') {
+      const tag = chunk[0];
+      if (tag === 0x77) { // 'w': XLogData, its pgoutput message at 25
         this.stats.messages++;
-        this._message(this.decoder.decode(msg.data));
-      } else if (msg.tag === 'k') {
+        this._message(chunk, 25);
+      } else if (tag === 0x6b) { // 'k': keepalive
         this.stats.keepalives++;
         // between transactions, everything up to walEnd has been sent to us
-        if (!this.inTransaction && msg.walEnd > this.lsn) this.lsn = msg.walEnd;
+        const walEnd = chunk.readBigUInt64BE(1);
+        if (!this.inTransaction && walEnd > this.lsn) this.lsn = walEnd;
         // the server closes a connection that does not answer this within wal_sender_timeout
-        if (msg.replyRequested) this._status(false);
+        if (chunk[17] === 1) this._status(false);
       }
     } catch (err) {
       this._fail(err);
     }
   }
 
-  _message(m) {
-    switch (m.tag) {
-      case 'B':
+  _message(data, at) {
+    switch (data[at]) {
+      case 0x42: // 'B'
         this.inTransaction = true;
+        this.pending.length = 0; // one array, reused transaction after transaction
+        this.pendingBytes = 0;
         break;
-      case 'C':
+      case 0x43: { // 'C': flags, commit LSN, end LSN, time
         this.inTransaction = false;
-        if (m.endLsn > this.lsn) this.lsn = m.endLsn;
+        // the transaction's inserts, now that its commit has come
+        const list = this.pending;
+        for (let i = 0; i < list.length; i += 4) this.onInsert(list[i], list[i + 1], list[i + 2], list[i + 3]);
+        list.length = 0;
+        this.pendingBytes = 0;
+        const endLsn = data.readBigUInt64BE(at + 10);
+        if (endLsn > this.lsn) this.lsn = endLsn;
         break;
-      case 'R':
+      }
+      case 0x52: { // 'R'
+        const m = this.decoder.decode(data.subarray(at));
         m.relation.log = logColumns(m.relation, this.schema);
         break;
-      case 'I': {
-        const cols = m.relation.log;
+      }
+      case 0x49: { // 'I'
+        const relation = this.decoder.relations.get(data.readUInt32BE(at + 1));
+        if (!relation) throw new Error(`hxstate: pgoutput: insert into unknown relation ${data.readUInt32BE(at + 1)}`);
+        const cols = relation.log;
         if (!cols) break;
         this.stats.inserts++;
-        const v = m.values;
-        // the log's columns are NOT NULL
-        if (v[cols.stream] && v[cols.seq] && v[cols.event]) this.onInsert(v[cols.stream], v[cols.seq], v[cols.event]);
+        const out = this._scan;
+        if (!scanInsert(data, at, cols, out)) break;
+        const stream = data.toString('utf8', out.streamStart, out.streamEnd);
+        if (this.wants !== null && !this.wants(stream)) break;
+        // held until the commit (as text: the message's buffer is the
+        // socket's, reused after this message); past maxTxBytes only its
+        // stream and seq (the log has the event)
+        const bytes = out.eventEnd - out.eventStart;
+        let text = null;
+        if (this.pendingBytes + bytes <= this.maxTxBytes) {
+          this.pendingBytes += bytes;
+          text = data.toString('utf8', out.eventStart, out.eventEnd);
+        }
+        this.pending.push(stream, out.seq, text, bytes);
         break;
       }
       default:

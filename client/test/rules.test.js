@@ -196,3 +196,33 @@ test("a source function's name: schema-qualified, read as PostgreSQL reads it, q
     assert.throws(() => sql.parseQualifiedName(bad), TypeError, bad);
   }
 });
+
+test('applySized within maxStateBytes: a copy that would pass the bound throws HX_STATE_TOO_LARGE; the event is never changed', () => {
+  const { applySized } = require('../lib/apply');
+  let state = { a: ['x'.repeat(1000)] };
+  let bytes = JSON.stringify(state).length;
+  const double = { type: 'STATE_DELTA', delta: [{ op: 'copy', from: '/a', path: '/a/-' }] };
+  let n = 0;
+  for (;;) {
+    let r;
+    try {
+      r = applySized(state, bytes, double, 60, 64 * 1024);
+    } catch (err) {
+      assert.equal(err.code, 'HX_STATE_TOO_LARGE');
+      assert.ok(err.bytes > 64 * 1024 && err.maxStateBytes === 64 * 1024);
+      break;
+    }
+    state = r.state;
+    bytes = JSON.stringify(state).length;
+    assert.ok(bytes <= 64 * 1024);
+    n++;
+  }
+  assert.equal(n, 6, 'six doublings of 1 kB fit in 64 kB, not a seventh');
+  // a later op of a delta that changes what an earlier one added: the event's value stays as logged
+  const delta = { type: 'STATE_DELTA', delta: [{ op: 'add', path: '/o', value: { x: 1 } }, { op: 'add', path: '/o/y', value: 2 }] };
+  const r = applySized({}, 2, delta, 80);
+  assert.deepStrictEqual(r.state, { o: { x: 1, y: 2 } });
+  assert.deepStrictEqual(delta.delta[0].value, { x: 1 }, 'the event is not changed');
+  // a snapshot larger than the bound
+  assert.throws(() => applySized(null, 0, { type: 'STATE_SNAPSHOT', snapshot: {} }, 100, 99), (e) => e.code === 'HX_STATE_TOO_LARGE');
+});

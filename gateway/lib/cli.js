@@ -2,21 +2,21 @@
 // The command line: flags first, then the environment, then defaults.
 const fs = require('node:fs');
 const cluster = require('node:cluster');
-const http = require('node:http');
 const { parseArgs } = require('node:util');
 const { createGateway } = require('./gateway');
-const { mintToken, MAX_TTL } = require('./token');
-const { durableToken, SCOPES } = require('./durable/auth');
+const { createServer } = require('./server');
+const { mintToken, MAX_TTL, SCOPES } = require('./token');
 const { parseTablesFlag } = require('./config');
 
 const USAGE = `usage:
   hxstate-gateway [serve] [options]      serve the tables' streams over HTTP
-  hxstate-gateway token <table>:<key> [--ttl seconds] [--base URL]
+  hxstate-gateway token <table>:<key> [--ttl seconds] [--scopes LIST] [--base URL]
                                          print a token for one key of a table
-  hxstate-gateway token <table> --all [--ttl seconds]
+  hxstate-gateway token <table> --all [--ttl seconds] [--scopes LIST]
                                          print a token for every key of a table
-  hxstate-gateway token ... --scopes read,append
-                                         the same, with the scopes of the Durable Streams endpoint
+  (--scopes: what the token lets its holder do, comma-separated: read (the
+  default), run and resume (the run hook), append (the Durable Streams
+  endpoint); the live view's URL that --base prints carries a read-only token)
 
 serve options (environment variable in brackets):
   --database-url URL     the database [DATABASE_URL]; without it, libpq's PG* variables
@@ -31,12 +31,16 @@ serve options (environment variable in brackets):
   --interrupt PATH       the pending interrupts' JSON pointer, or none (/__interrupt__)
   --max-per-client N     open streams per client address (32)
   --max-client-bytes N   bytes a slow client may hold before it skips ahead (1048576)
+  --max-state-bytes N    bytes of a stream's conversation and interrupts followed (16777216)
   --max-queue N          events of one stream a response takes in one burst (256)
   --overflow MODE        snapshot or log: what a client that holds too much gets (snapshot)
   --max-body N           the largest POST body, in bytes (1048576)
   --heartbeat MS         idle time before a heartbeat comment (15000)
   --max-run SECONDS      longest AG-UI run, 0 for none (0)
   --cors ORIGIN          allow browsers of ORIGIN ("*" for any) to call the gateway
+  --max-connections N    connections open at once; more are closed unanswered (10000)
+  --headers-timeout MS   a request's headers must arrive within it, else 408 (10000)
+  --request-timeout MS   a whole request (headers and body) within it, else 408 (30000)
   --durable              serve the streams over Durable Streams under /ds/ (run gateway/sql/durable.sql first)
   --durable-log-prefixes LIST
                          log streams the Durable Streams endpoint may write, comma-separated
@@ -55,6 +59,7 @@ const OPTIONS = {
   'max-per-client': { type: 'string' },
   'max-queue': { type: 'string' },
   'max-client-bytes': { type: 'string' },
+  'max-state-bytes': { type: 'string' },
   'max-body': { type: 'string' },
   messages: { type: 'string' },
   interrupt: { type: 'string' },
@@ -64,11 +69,14 @@ const OPTIONS = {
   heartbeat: { type: 'string' },
   'max-run': { type: 'string' },
   cors: { type: 'string' },
+  'max-connections': { type: 'string' },
+  'headers-timeout': { type: 'string' },
+  'request-timeout': { type: 'string' },
   durable: { type: 'boolean' },
   'durable-log-prefixes': { type: 'string' },
-  scopes: { type: 'string' },
   quiet: { type: 'boolean' },
   ttl: { type: 'string' },
+  scopes: { type: 'string' },
   base: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 };
@@ -100,20 +108,19 @@ async function main(argv, env = process.env, out = console) {
     if (ttl > MAX_TTL) throw new Error(`--ttl must be at most ${MAX_TTL} seconds (30 days)`);
     if (values.all && stream.includes(':')) throw new Error('token <table> --all names a table, with no key');
     if (!values.all && !stream.includes(':')) throw new Error(`token needs <table>:<key>, or <table> --all\n${USAGE}`);
-    const what = values.all ? { table: stream, all: true } : stream;
-    let token;
-    if (values.scopes !== undefined) {
-      const scopes = values.scopes.split(',').map((x) => x.trim()).filter(Boolean);
-      if (scopes.length === 0 || scopes.some((x) => !SCOPES.includes(x))) throw new Error(`--scopes is a list of ${SCOPES.join(', ')}`);
-      token = durableToken(secret, what, { ttl, scopes });
-    } else {
-      token = mintToken(secret, what, { ttl });
+    const scopes = values.scopes === undefined ? ['read'] : values.scopes.split(',').map((x) => x.trim()).filter(Boolean);
+    if (scopes.length === 0 || !scopes.every((x) => SCOPES.includes(x))) {
+      throw new Error(`--scopes is a list of ${SCOPES.join(', ')}`);
     }
+    const what = values.all ? { table: stream, all: true } : stream;
+    const token = mintToken(secret, what, { ttl, scopes });
     out.log(token);
     if (values.base && !values.all) {
       const colon = stream.indexOf(':');
       const base = values.base.replace(/\/+$/, '');
-      out.log(`${base}/view/${encodeURIComponent(stream.slice(0, colon))}/${encodeURIComponent(stream.slice(colon + 1))}?token=${token}`);
+      // a URL ends up in logs and browser history: its token is read-only
+      const view = scopes.join() === 'read' ? token : mintToken(secret, what, { ttl });
+      out.log(`${base}/view/${encodeURIComponent(stream.slice(0, colon))}/${encodeURIComponent(stream.slice(colon + 1))}?token=${view}`);
     }
     return 0;
   }
@@ -144,6 +151,7 @@ async function serve(values, env, out) {
   if (values['max-per-client'] !== undefined) options.maxPerClient = int(values['max-per-client'], 'max-per-client', 1);
   if (values['max-queue'] !== undefined) options.maxQueue = int(values['max-queue'], 'max-queue', 1);
   if (values['max-client-bytes'] !== undefined) options.maxClientBytes = int(values['max-client-bytes'], 'max-client-bytes', 1024);
+  if (values['max-state-bytes'] !== undefined) options.maxStateBytes = int(values['max-state-bytes'], 'max-state-bytes', 1024);
   if (values['max-body'] !== undefined) options.maxBody = int(values['max-body'], 'max-body', 1);
   if (values.messages !== undefined) options.messages = values.messages;
   if (values.interrupt !== undefined) options.interrupt = values.interrupt;
@@ -151,6 +159,10 @@ async function serve(values, env, out) {
   if (values.heartbeat !== undefined) options.heartbeat = int(values.heartbeat, 'heartbeat', 100);
   if (values['max-run'] !== undefined) options.maxRunMs = int(values['max-run'], 'max-run') * 1000;
   if (values.cors !== undefined) options.cors = values.cors;
+  const serverOptions = {};
+  if (values['max-connections'] !== undefined) serverOptions.maxConnections = int(values['max-connections'], 'max-connections', 1);
+  if (values['headers-timeout'] !== undefined) serverOptions.headersTimeout = int(values['headers-timeout'], 'headers-timeout', 1);
+  if (values['request-timeout'] !== undefined) serverOptions.requestTimeout = int(values['request-timeout'], 'request-timeout', 1);
   if (values.durable || values['durable-log-prefixes'] !== undefined) {
     options.durable = { logPrefixes: (values['durable-log-prefixes'] || '').split(',').map((x) => x.trim()).filter(Boolean) };
   }
@@ -159,7 +171,7 @@ async function serve(values, env, out) {
 
   const gateway = createGateway(options);
   await gateway.ready;
-  const server = http.createServer(gateway.handler);
+  const server = createServer(gateway, serverOptions);
   await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, resolve);

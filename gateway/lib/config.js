@@ -165,7 +165,39 @@ function prefixClash(prefixes) {
   return null;
 }
 
+/**
+ * The tables a gateway serves: normalised entries by name, and each one's
+ * stream prefix once the database has said it (learn()).
+ */
+class Tables {
+  constructor(list) {
+    this.list = list;
+    this._byName = new Map(list.map((t) => [t.name, t]));
+    this._prefixes = new Map();
+  }
+
+  /** The entry of the table served as name, or undefined. */
+  get(name) {
+    return this._byName.get(name);
+  }
+
+  /** A table's streams are <prefix>:<key> as the database names them: its prefix, else its name. */
+  prefixOf(name) {
+    return this._prefixes.get(name) || name;
+  }
+
+  /** Map(table -> prefix) of the tables whose prefix the database gave. */
+  prefixes() {
+    return new Map(this._prefixes);
+  }
+
+  /** The prefixes the database gives (streamPrefixes). */
+  learn(prefixes) {
+    this._prefixes = new Map(prefixes);
+  }
+}
+
 module.exports = {
-  normaliseTables, parseTablesFlag, streamPrefixes, prefixClash, isPointer, triggerArgs,
+  Tables, normaliseTables, parseTablesFlag, streamPrefixes, prefixClash, isPointer, triggerArgs,
   DEFAULT_MESSAGES, DEFAULT_INTERRUPT,
 };

@@ -25,7 +25,17 @@
 // MESSAGES_SNAPSHOT (tables with a messages path) carries the conversation
 // after the event before it, and follows every event that changes the
 // conversation.  It has no SSE id: a reconnect resumes after the state
-// event before it, and always gets the conversation again.
+// event before it, and always gets the conversation again.  Only a state
+// with a conversation (an array at the path) gets one, and a snapshot
+// only when its conversation is not the one last queued; a conversation
+// this response sent that is gone gets one empty MESSAGES_SNAPSHOT.  It
+// goes with its state event whatever the client holds (sse.js), and
+// before the owner hears of the interrupts of the same event (which may
+// end the run: AG-UI wants the state and the messages before the
+// RUN_FINISHED that carries an interrupt).
+//
+// What is followed of a stream is bounded, maxStateBytes: a projection
+// past it ends the response with RUN_ERROR hxstate_state_too_large.
 //
 // The snapshot (m and the state at m) is read first, with a subscription
 // of its own; a reconnect that is behind then reads n+1 .. m with a second
@@ -39,25 +49,28 @@
 // once it has taken what was being written it starts again: from a fresh
 // snapshot (overflow 'snapshot', what a UI wants), or from the log after
 // the last seq it got (overflow 'log': every seq, later).
-const { frameOf, sharedFrame, frameFor, forgetStream } = require('./frames');
-const { project, applyDelta } = require('./projection');
+const { isDeepStrictEqual } = require('node:util');
+const { frameFor } = require('./frames');
+const { project, measure, applyDelta } = require('./projection');
 const { messagesOf, interruptsOf, getPointer } = require('./agui');
 
 const STREAM_END = 'hx.stream_end';
+const UNKNOWN = Symbol('unknown'); // what the client has of the conversation is not known
+const NONE = Symbol('none');       // it has none from this response (or was told it is gone)
 const isEnd = (e) => e.type === 'CUSTOM' && e.name === STREAM_END;
-const nextProjection = new WeakMap(); // delta event -> {base, result}
 
 class Follower {
   /**
-   * gw: the gateway; target: {table, key, stream}; table: its
-   * configuration; conn: the SseResponse; on: {preface() (the entry to
+   * ctx: the gateway's context (context.js); target: {table, key,
+   * stream}; table: its configuration; conn: the SseResponse; on:
+   * {preface() (the entry to
    * send before the first frame), prelude() (the prelude is queued: the
    * client's state and conversation are the stream's), event(event)
    * (after each event queued), end(event), gone() (a reconnect from the
    * end: nothing to send), fail(err), interrupts(list, seq)}.
    */
-  constructor(gw, target, table, conn, on) {
-    this.gw = gw;
+  constructor(ctx, target, table, conn, on) {
+    this.ctx = ctx;
     this.target = target;
     this.table = table;
     this.conn = conn;
@@ -72,6 +85,8 @@ class Follower {
     this.started = false;      // the preface went out
     this.catching = false;     // reading n+1 .. m of a reconnect, held
     this.preluded = false;     // the prelude is queued
+    this.sentMessages = UNKNOWN; // the conversation last queued (NONE: none, or an empty one for one gone)
+    this.hadConversation = false; // a conversation was queued (one gone then gets an empty one)
   }
 
   /** Start: a first join (after null) or a reconnect after seq after. */
@@ -99,18 +114,20 @@ class Follower {
     this._unfollow();
     const { table, key } = this.target;
     // the listener never holds an event back: the hub's queue holds only a burst, bounded in bytes too
-    const options = { state: false, maxQueue: this.gw._o.maxQueue, maxQueueBytes: this.gw._o.maxClientBytes, overflow: 'log' };
+    const options = { state: false, maxQueue: this.ctx.config.maxQueue, maxQueueBytes: this.ctx.config.maxClientBytes, overflow: 'log' };
     if (after !== null) options.after = after;
-    const sub = this.gw.hub.follow({ table, key }, options);
+    const sub = this.ctx.hub.follow({ table, key }, options);
     this.sub = sub;
     sub.on('event', (event) => {
-      if (this.sub === sub && !this.stopped) onEvent(event);
+      if (this.sub !== sub || this.stopped) return;
+      this.stream = sub.stream; // the stream as the database names it (known before its first event)
+      onEvent(event);
     });
-    sub.on('error', (err) => this.gw._log('warn', `${this.target.stream}: ${err.message}`));
+    sub.on('error', (err) => this.ctx.log('warn', `${this.target.stream}: ${err.message}`));
     sub.on('resync', (r) => {
       if (r.reason !== 'diverged') return;
-      forgetStream(sub.stream); // before the snapshot that follows is framed
-      this.gw._log('warn', `${this.target.stream}: the database lost event ${r.previousSeq} after it was sent (a failover): a snapshot at seq ${r.seq}`);
+      this.ctx.frames.forget(sub.stream); // before the snapshot that follows is framed
+      this.ctx.log('warn', `${this.target.stream}: the database lost event ${r.previousSeq} after it was sent (a failover): a snapshot at seq ${r.seq}`);
     });
     sub.ready.then(() => {
       if (this.sub === sub) this.stream = sub.stream; // the stream's name as the database gives it
@@ -143,8 +160,8 @@ class Follower {
           this.on.gone();
           return;
         }
-        this._setState(m, state);
-        this._pushMessages(m);
+        if (!this._setState(m, state)) return;
+        this._afterState(m);
         this._preludeDone();
       } else {
         this._catchUp(after, m, state, ended);
@@ -156,15 +173,16 @@ class Follower {
   _snapshot(event) {
     const m = event.metadata.seq;
     if (isEnd(event)) {
-      if (!this._push(event, frameOf(event))) return;
-      this._setState(m, null);
+      if (!this._push(event, this._frameOf(event))) return;
+      if (!this._setState(m, null)) return;
+      this._interrupts(m);
       this._preludeDone();
       this.on.end(event);
       return;
     }
-    if (!this._push(event, frameOf(event))) return;
-    this._setState(m, event.snapshot);
-    this._pushMessages(m);
+    if (!this._push(event, this._frameOf(event))) return;
+    if (!this._setState(m, event.snapshot)) return;
+    this._afterState(m);
     this._preludeDone();
   }
 
@@ -200,23 +218,24 @@ class Follower {
         this.catching = false;
         this.conn.clear(mark);
         this.conn.release();
-        this.gw.stats.crossed_ends++;
+        this.ctx.counters.add('crossed_ends');
         this._unfollow();
         this._begin(null);
         return;
       }
-      if (!this._push(event, frameOf(event))) return;
+      if (!this._push(event, this._frameOf(event))) return;
       if (seq >= m) {
         pivoted = true;
         this.catching = false;
         this.conn.release();
-        this._setState(seq, endedAtM ? null : stateAtM);
+        if (!this._setState(seq, endedAtM ? null : stateAtM)) return;
         if (isEnd(event)) {
+          this._interrupts(seq);
           this._preludeDone();
           this.on.end(event);
           return;
         }
-        this._pushMessages(seq);
+        this._afterState(seq);
         this._preludeDone();
       }
     });
@@ -225,11 +244,11 @@ class Follower {
   // -- live ------------------------------------------------------------------
 
   _live(event) {
-    const f = frameOf(event);
+    const f = this._frameOf(event);
     if (!f.ok) {
       // an event @ag-ui/client would refuse: a fresh snapshot instead
-      this.gw.stats.refused_events++;
-      this.gw._log('warn', `${this.target.stream}: not sent, a fresh snapshot instead: ${f.reason}`);
+      this.ctx.counters.add('refused_events');
+      this.ctx.log('warn', `${this.target.stream}: not sent, a fresh snapshot instead: ${f.reason}`);
       this._unfollow();
       this._begin(null);
       return;
@@ -237,12 +256,14 @@ class Follower {
     const seq = event.metadata.seq;
     if (!this._push(event, f)) return;
     if (event.type === 'STATE_SNAPSHOT') {
-      this._setState(seq, event.snapshot);
-      this._pushMessages(seq);
+      if (!this._setState(seq, event.snapshot)) return;
+      this._afterState(seq);
     } else if (event.type === 'STATE_DELTA') {
       this._delta(event, seq);
     } else if (isEnd(event)) {
-      this._setState(seq, null);
+      if (!this._setState(seq, null)) return;
+      this._interrupts(seq);
+      if (this.stopped) return;
       this.on.end(event);
       return;
     }
@@ -252,18 +273,21 @@ class Follower {
   _preludeDone() {
     if (this.preluded || this.stopped) return;
     this.preluded = true;
+    // a prelude may queue nothing (a reconnect that is up to date, of a
+    // state with no conversation): the owner's preface goes out anyway,
+    // and with it the response's status
+    this.preface();
     if (this.on.prelude) this.on.prelude();
   }
 
   _delta(event, seq) {
     if (this.paths.length === 0) return;
-    let r;
-    const cached = nextProjection.get(event);
-    if (cached && cached.base === this.proj) {
-      r = cached.result;
-    } else {
-      r = applyDelta(this.proj || {}, event.delta, this.paths);
-      nextProjection.set(event, { base: this.proj, result: r });
+    const base = this.proj || {};
+    const max = this.ctx.config.maxStateBytes;
+    const r = this.ctx.frames.next(event, base, () => applyDelta(base, event.delta, this.paths, { max }));
+    if (r.tooLarge) {
+      this._tooLarge(seq, r.bytes);
+      return;
     }
     if (r.unknown) {
       // a value moved into the conversation from elsewhere: read it afresh
@@ -272,11 +296,23 @@ class Follower {
       return;
     }
     this.proj = r.projection;
+    // the conversation first: AG-UI wants the state and the messages before
+    // the RUN_FINISHED that an interrupt may end the run with
+    if (r.changed.includes(this.table.messages)) this._pushMessages(seq, true);
     if (r.changed.includes(this.table.interrupt)) this._interrupts(seq);
-    if (r.changed.includes(this.table.messages)) this._pushMessages(seq);
   }
 
   // -- what it sends ---------------------------------------------------------
+
+  /** Queue an owner's event (after the preface, if it is the first), with the state event before it. */
+  send(entry) {
+    if (!this.stopped) this._emit(entry, true);
+  }
+
+  /** The checked frame of an event of the followed stream (shared with the stream's other readers). */
+  _frameOf(event) {
+    return this.ctx.frames.frameOf(event, this.stream);
+  }
 
   /** Queue a stream event's frame; false (and the overflow handled) when the client holds too much. */
   _push(event, f) {
@@ -289,52 +325,116 @@ class Follower {
     return true;
   }
 
+  /** The owner's preface (RUN_STARTED), queued unless it went out already. */
+  preface() {
+    if (this.started) return;
+    this.started = true;
+    const entry = this.on.preface();
+    if (entry) this.conn.push(entry);
+  }
+
   /** Queue a frame entry, after the owner's preface if it is the first; false on overflow (handled). */
-  _emit(entry) {
-    if (!this.started) {
-      this.started = true;
-      const preface = this.on.preface();
-      if (preface) this.conn.push(preface);
-    }
-    if (this.conn.push(entry)) return true;
+  _emit(entry, must = false) {
+    this.preface();
+    if (this.conn.push(entry, must)) return true;
     this._overflow();
     return false;
   }
 
+  /** The projection of the state at seq; false (and the follower failed) when it is larger than maxStateBytes. */
   _setState(seq, state) {
-    if (this.paths.length === 0) return;
-    this.proj = sharedFrame(this.target.stream, seq, 'projection', () => project(state, this.paths));
-    if (this.table.interrupt !== null) this._interrupts(seq);
+    if (this.paths.length === 0) return true;
+    const shared = this.ctx.frames.shared(this.stream, seq, `projection\u0000${this.table.name}`, () => {
+      const doc = project(state, this.paths);
+      return { doc, bytes: measure(doc) };
+    });
+    if (shared.bytes > this.ctx.config.maxStateBytes) {
+      this._tooLarge(seq, shared.bytes);
+      return false;
+    }
+    this.projShared = shared; // holds it for the stream's other readers at this seq
+    this.proj = shared.doc;
+    return true;
+  }
+
+  /**
+   * After a state (a snapshot, a prelude): its conversation if it is not
+   * the one the client has, then its interrupts (whose owner may end the
+   * run: after the conversation, as AG-UI wants it).
+   */
+  _afterState(seq) {
+    this._pushMessages(seq, false);
+    this._interrupts(seq);
+  }
+
+  /**
+   * What the gateway follows of the stream (its conversation and
+   * interrupts) would pass maxStateBytes at seq: the response fails
+   * (RUN_ERROR hxstate_state_too_large); nothing else is touched.
+   */
+  _tooLarge(seq, bytes) {
+    const err = new Error(`the conversation and interrupts of ${this.stream} would be ${bytes} bytes or more at seq ${seq}, ` +
+      `past the gateway's maxStateBytes (${this.ctx.config.maxStateBytes})`);
+    err.agui = 'hxstate_state_too_large';
+    this.ctx.log('warn', err.message);
+    this._unfollow();
+    this.on.fail(err);
+    this.stop();
   }
 
   _interrupts(seq) {
+    if (this.table.interrupt === null || this.stopped) return;
     const value = this.proj ? getPointer(this.proj, this.table.interrupt) : undefined;
     this.interrupts = interruptsOf(value);
     if (this.on.interrupts) this.on.interrupts(this.interrupts, seq);
   }
 
-  _pushMessages(seq) {
+  /**
+   * Queue the conversation at seq, when it is one the client has not got:
+   * changed says the event before it changed it (a delta through the
+   * messages path); else (a snapshot) it is compared with the one last
+   * queued.  A state with no conversation (nothing, or not an array, at
+   * the path) gets none: a client may keep its conversation elsewhere,
+   * and an empty MESSAGES_SNAPSHOT would wipe it; but a conversation this
+   * response sent that is gone gets one empty MESSAGES_SNAPSHOT.
+   */
+  _pushMessages(seq, changed) {
     if (this.table.messages === null || this.stopped) return;
-    const { stream } = this.target;
-    const entry = sharedFrame(stream, seq, 'messages', () => {
-      const { messages, dropped } = messagesOf(getPointer(this.proj || {}, this.table.messages));
+    const { stream } = this;
+    const value = getPointer(this.proj || {}, this.table.messages);
+    if (!Array.isArray(value)) {
+      if (!this.hadConversation || this.sentMessages === NONE) return;
+      this.sentMessages = NONE;
+      const empty = frameFor({ type: 'MESSAGES_SNAPSHOT', messages: [], timestamp: Date.now(), metadata: { stream, seq } });
+      if (empty.ok) this._emit(empty, true);
+      return;
+    }
+    if (!changed && this.sentMessages !== UNKNOWN && this.sentMessages !== NONE
+      && (this.sentMessages === value || isDeepStrictEqual(this.sentMessages, value))) return;
+    const entry = this.ctx.frames.shared(stream, seq, `messages\u0000${this.table.name}`, () => {
+      const { messages, dropped } = messagesOf(value);
       if (dropped > 0) {
-        this.gw.stats.dropped_messages += dropped;
-        this.gw._log('warn', `${stream}: ${dropped} message(s) at seq ${seq} are not AG-UI messages, left out of MESSAGES_SNAPSHOT`);
+        this.ctx.counters.add('dropped_messages', dropped);
+        this.ctx.log('warn', `${stream}: ${dropped} message(s) at seq ${seq} are not AG-UI messages, left out of MESSAGES_SNAPSHOT`);
       }
       return frameFor({ type: 'MESSAGES_SNAPSHOT', messages, timestamp: Date.now(), metadata: { stream, seq } });
     });
-    if (entry.ok) this._emit(entry);
+    if (!entry.ok) return;
+    this.sentMessages = value;
+    this.hadConversation = true;
+    // it goes with the state event before it, whatever the client holds
+    this._emit(entry, true);
   }
 
   /** The client holds too much: drop its queue, and start again once it has taken what was being written. */
   _overflow() {
-    this.gw.stats.overflows++;
+    this.ctx.counters.add('overflows');
     this._unfollow();
     this.conn.clear(0);
     this.conn.release();
+    this.sentMessages = UNKNOWN; // the conversation queued last may have been dropped
     // a catch-up that does not fit gets a snapshot (the log would not fit either)
-    const log = this.gw._o.overflow === 'log' && !this.catching && this.conn.seq !== null;
+    const log = this.ctx.config.overflow === 'log' && !this.catching && this.conn.seq !== null;
     this.catching = false;
     this.conn.whenIdle(() => {
       if (this.stopped) return;

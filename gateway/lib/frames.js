@@ -12,25 +12,25 @@
 // follow.js).
 //
 // A frame is a Buffer, written to every socket that sends it without a
-// copy (see sse.js):
+// copy (see sse.js).  A FrameCache, one per gateway, shares them:
 //   - the hub hands every subscription of a stream the same event object,
 //     so a logged event's frame is kept in a WeakMap for as long as the
 //     event lives;
 //   - snapshots are made per subscription, but a stream's snapshot at one
-//     seq is one state, so snapshot frames (and MESSAGES_SNAPSHOT frames)
-//     are shared by stream and seq for as long as a response holds one
-//     (a WeakRef cache): sixty browsers joining a stream with a 4 MB state
-//     cost one 4 MB frame, not sixty.  After a failover that lost an event
-//     already read (a resync with reason 'diverged'), a seq may hold another
-//     state: the stream's shared frames are forgotten.
+//     seq is one state, so snapshot frames (and MESSAGES_SNAPSHOT frames,
+//     and the projections of follow.js) are shared by stream and seq for
+//     as long as a response holds one (a WeakRef cache): sixty browsers
+//     joining a stream with a 4 MB state cost one 4 MB frame, not sixty.
+//     After a failover that lost an event already read (a resync with
+//     reason 'diverged'), a seq may hold another state: the stream's shared
+//     frames are forgotten.
+// What is shared is keyed by what makes it the same: the gateway (each has
+// a cache of its own, and one hub, so one database), the stream as the
+// database names it (the subscription's, never a name from a URL, nor one
+// an event carries: a source and a table can be served at URLs that name
+// the same stream, and a logged event can claim any stream), its seq, and
+// for what is made of a table's paths, the table.
 const { EventSchemas } = require('@ag-ui/core/schemas');
-
-const byEvent = new WeakMap(); // event -> {ok, frame, reason}
-const shared = new Map();      // "<stream>\0<seq>\0<kind>" -> WeakRef({ok, frame, reason})
-const sweep = new FinalizationRegistry((key) => {
-  const ref = shared.get(key);
-  if (ref && ref.deref() === undefined) shared.delete(key);
-});
 
 /** Does fast-json-patch refuse this pointer (applyOperation's banPrototypeModifications)? */
 function bannedPath(path) {
@@ -83,46 +83,74 @@ function check(event) {
   return frameFor(event, event.metadata && event.metadata.seq);
 }
 
-/**
- * The checked frame of a stream's event ({ok: true, frame} or {ok: false,
- * reason}), its seq as the SSE id.  Snapshots are shared by stream and seq.
- */
-function frameOf(event) {
-  let f = byEvent.get(event);
-  if (f) return f;
-  if (event.type === 'STATE_SNAPSHOT' && event.metadata && event.metadata.stream !== undefined) {
-    f = sharedFrame(event.metadata.stream, event.metadata.seq, 'state', () => check(event));
-  } else {
-    f = check(event);
+class FrameCache {
+  constructor() {
+    this._byEvent = new WeakMap(); // event -> {ok, frame, reason}
+    this._shared = new Map();      // "<stream>\0<seq>\0<kind>" -> WeakRef({ok, frame, reason} or another object)
+    this._sweep = new FinalizationRegistry((key) => {
+      const ref = this._shared.get(key);
+      if (ref && ref.deref() === undefined) this._shared.delete(key);
+    });
+    this._next = new WeakMap();    // delta event -> WeakMap(base projection -> what the delta made of it)
   }
-  byEvent.set(event, f);
-  return f;
-}
 
-/**
- * The value of kind for (stream, seq) (a frame entry, a projection: an
- * object), made by make() unless someone still holds the one made before.
- */
-function sharedFrame(stream, seq, kind, make) {
-  const key = `${stream}\u0000${seq}\u0000${kind}`;
-  const ref = shared.get(key);
-  let f = ref && ref.deref();
-  if (!f) {
-    f = make();
-    shared.set(key, new WeakRef(f));
-    sweep.register(f, key);
+  /**
+   * The checked frame of an event of stream (the subscription's stream,
+   * as the database names it): {ok: true, frame} or {ok: false, reason},
+   * its seq as the SSE id.  Snapshots are shared by stream and seq.
+   */
+  frameOf(event, stream) {
+    let f = this._byEvent.get(event);
+    if (f) return f;
+    if (event.type === 'STATE_SNAPSHOT' && event.metadata && Number.isSafeInteger(event.metadata.seq)) {
+      f = this.shared(stream, event.metadata.seq, 'state', () => check(event));
+    } else {
+      f = check(event);
+    }
+    this._byEvent.set(event, f);
+    return f;
   }
-  return f;
+
+  /**
+   * The value of kind for (stream, seq) (a frame entry, a projection: an
+   * object), made by make() unless someone still holds the one made before.
+   */
+  shared(stream, seq, kind, make) {
+    const key = `${stream}\u0000${seq}\u0000${kind}`;
+    const ref = this._shared.get(key);
+    let f = ref && ref.deref();
+    if (!f) {
+      f = make();
+      this._shared.set(key, new WeakRef(f));
+      this._sweep.register(f, key);
+    }
+    return f;
+  }
+
+  /** What a delta event made of base (a projection): make()'s result, made once. */
+  next(event, base, make) {
+    let m = this._next.get(event);
+    if (!m) {
+      m = new WeakMap();
+      this._next.set(event, m);
+    }
+    let r = m.get(base);
+    if (!r) {
+      r = make();
+      m.set(base, r);
+    }
+    return r;
+  }
+
+  /**
+   * Forget the shared frames of a stream: a follower found that the server
+   * it reconnected to lost an event it had read (a failover), so what was
+   * made at a seq may not be what that seq now holds.
+   */
+  forget(stream) {
+    const prefix = `${stream}\u0000`;
+    for (const key of this._shared.keys()) if (key.startsWith(prefix)) this._shared.delete(key);
+  }
 }
 
-/**
- * Forget the shared frames of a stream: a follower found that the server
- * it reconnected to lost an event it had read (a failover), so what was
- * made at a seq may not be what that seq now holds.
- */
-function forgetStream(stream) {
-  const prefix = `${stream}\u0000`;
-  for (const key of shared.keys()) if (key.startsWith(prefix)) shared.delete(key);
-}
-
-module.exports = { frameOf, frameFor, sharedFrame, forgetStream, refusal, bannedPath, sse };
+module.exports = { FrameCache, frameFor, refusal, bannedPath, sse };

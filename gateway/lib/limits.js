@@ -11,10 +11,12 @@
 //     all arrived: JSON.parse and @ag-ui/core's schema on at most maxBody
 //     bytes (1 MiB by default: a few milliseconds of the event loop).
 class HttpError extends Error {
-  constructor(status, message, headers) {
+  /** status, message, extra headers (or null), and a code for the JSON body (or none). */
+  constructor(status, message, headers, code) {
     super(message);
     this.status = status;
     this.headers = headers || null;
+    if (code !== undefined) this.code = code;
   }
 }
 
@@ -56,6 +58,8 @@ class BodyReader {
 
   /** The body of req as a Buffer; HttpError 413, 408 or 503 (and the socket is closed) when over a bound. */
   read(req) {
+    // the client went away while its request was checked: no 'close' will come
+    if (req.destroyed) return Promise.reject(new HttpError(400, 'the client went away before its body arrived'));
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > this.maxBody) {
       req.resume(); // discard it as it comes; the response closes the connection

@@ -15,9 +15,20 @@
 // fresh snapshot.  Results never share structure the caller may change:
 // a projection is never mutated once made (operations apply to a copy).
 //
+// A projection is bounded in bytes (maxStateBytes): a delta is applied
+// operation by operation, each one's growth known before it is applied
+// (what an add or a replace brings into the projection, what a copy
+// copies), and one that would take the projection past the bound is not
+// applied: the answer is "tooLarge" (follow.js ends the responses that
+// follow it).  A log's deltas are the writer's: a dozen 93-byte "copy"
+// operations that copy the conversation into itself double it twelve
+// times.  Values brought in are copies (JSON text parsed again): an op's
+// value is the event's own, shared with every subscriber, and a later
+// op of the same delta may change what an earlier one added.
+//
 // Pure; the gateway keeps one projection per response, and responses of
 // one stream at one seq share theirs (see follow.js).
-const { applyPatch } = require('fast-json-patch');
+const { applyOperation, getValueByPointer } = require('fast-json-patch');
 const { getPointer } = require('./agui');
 
 function tokens(pointer) {
@@ -41,6 +52,11 @@ function project(state, paths) {
   return doc;
 }
 
+/** The size of a projection (or any value): its JSON text's bytes. */
+function measure(doc) {
+  return Buffer.byteLength(JSON.stringify(doc === undefined ? null : doc));
+}
+
 function setAt(doc, toks, value) {
   let o = doc;
   for (let i = 0; i < toks.length - 1; i++) {
@@ -51,43 +67,96 @@ function setAt(doc, toks, value) {
 }
 
 /**
- * The projection after delta (RFC 6902 operations), given the one before:
- * {projection, changed: [paths that changed]}, or {unknown: true}.
+ * At most what a value's member name (or element separator) adds to the
+ * JSON text beside the value: its last token, escaped (six bytes a byte at
+ * most), quoted, a colon and a comma.
  */
-function applyDelta(before, delta, paths) {
+function keyBytes(path) {
+  return typeof path === 'string' ? 6 * Buffer.byteLength(path.slice(path.lastIndexOf('/') + 1)) + 4 : 4;
+}
+
+/** What a value put at pointer at keeps of the projected paths below it (at is above them). */
+function projectBelow(value, at, paths) {
+  const out = {};
+  for (const p of paths) {
+    if (relation(at, p) !== 'above') continue;
+    const v = getPointer(value, p.slice(at.length));
+    if (v !== undefined) setAt(out, tokens(p.slice(at.length)), v);
+  }
+  return out;
+}
+
+/**
+ * The projection after delta (RFC 6902 operations), given the one before,
+ * within max bytes: {projection, changed: [paths that changed]},
+ * {unknown: true}, or {tooLarge: true, bytes} (bytes: what it would have
+ * been at least).
+ */
+function applyDelta(before, delta, paths, { max = Infinity } = {}) {
   const relevant = [];
   const changed = new Set();
   for (const op of delta) {
+    if (op.op === 'test') continue;
+    let above = false;
     let touches = false;
     for (const p of paths) {
       const r = relation(op.path, p);
       const rf = typeof op.from === 'string' ? relation(op.from, p) : null;
-      if (op.op === 'test') continue;
       if (r) {
         touches = true;
         changed.add(p);
+        if (r === 'above') above = true;
         // a value coming from outside the projection cannot be known here
-        if ((op.op === 'move' || op.op === 'copy') && rf === null) return { unknown: true };
+        if ((op.op === 'move' || op.op === 'copy') && (rf === null || r === 'above')) return { unknown: true };
       }
       if (rf && op.op === 'move') {
         touches = true;
         changed.add(p);
       }
     }
-    if (touches) relevant.push(op);
+    if (touches) relevant.push({ op, above });
   }
   if (relevant.length === 0) return { projection: before, changed: [] };
-  let doc;
-  try {
-    // the projection holds every ancestor a relevant op needs (an op above
-    // a path replaces the ancestor whole), so the ops apply as they are;
-    // one whose parent is missing here is missing in the state too
-    doc = applyPatch(before, relevant, false, false).newDocument;
-  } catch (err) {
-    return { unknown: true };
+  // a copy of the projection, ours to change (its text gives its size)
+  const text = JSON.stringify(before);
+  let doc = JSON.parse(text);
+  let bound = Buffer.byteLength(text);
+  for (let i = 0; i < relevant.length; i++) {
+    let { op } = relevant[i];
+    let value;
+    if ((op.op === 'add' || op.op === 'replace') && op.value !== undefined) {
+      // an op above a path brings only what the projection keeps of its value
+      value = relevant[i].above ? projectBelow(op.value, op.path, paths) : op.value;
+    } else if (op.op === 'copy') {
+      try {
+        value = getValueByPointer(doc, op.from);
+      } catch (err) {
+        value = undefined;
+      }
+      if (value === undefined) return { unknown: true };
+    }
+    let grow = 0;
+    if (value !== undefined) {
+      const t = JSON.stringify(value);
+      grow = Buffer.byteLength(t) + keyBytes(op.path);
+      if (bound + grow > max) {
+        bound = measure(doc);
+        if (bound + grow > max) return { tooLarge: true, bytes: bound + grow };
+      }
+      op = { op: op.op === 'copy' ? 'add' : op.op, path: op.path, value: JSON.parse(t) };
+    }
+    try {
+      // the projection holds every ancestor a relevant op needs (an op above
+      // a path replaces the ancestor whole), so the ops apply as they are;
+      // one whose parent is missing here is missing in the state too
+      doc = applyOperation(doc, op, false, true, true, i).newDocument;
+    } catch (err) {
+      return { unknown: true };
+    }
+    bound += grow;
   }
-  // keep only the projected members (an op above a path brought siblings)
+  // keep only the projected members (a move out of a path, an op above one)
   return { projection: project(doc, paths), changed: [...changed] };
 }
 
-module.exports = { project, applyDelta, relation };
+module.exports = { project, measure, applyDelta, relation };

@@ -12,9 +12,15 @@
 //        + the bytes its socket has not yet flushed to the kernel
 //
 // push() refuses a frame that would take held past maxClientBytes, unless the
-// queue is empty (a frame larger than maxClientBytes goes out alone); the owner
-// then drops the queue and starts again once the client has caught up
-// (see follow.js: a fresh snapshot, or the log).  A client that holds more
+// queue is empty (a frame larger than maxClientBytes goes out alone), or
+// the frame is one that must go: the run's own (RUN_STARTED, RUN_FINISHED,
+// RUN_ERROR: every run ends with one of them, whatever the client holds)
+// and the MESSAGES_SNAPSHOT that belongs to the state event just queued
+// (a client with one and not the other would have a state and a stale
+// conversation).  So a client holds at most maxClientBytes, or one event
+// larger than it, plus its conversation and the run's own small frames.
+// On a refusal the owner drops the queue and starts again once the client
+// has caught up (see follow.js: a fresh snapshot, or the log).  A client that holds more
 // than maxClientBytes (one large frame) and takes nothing for stallTimeout is cut off
 // (an EventSource reconnects, and resumes by Last-Event-ID).  Frames are
 // Buffers shared with every other response that sends them: slicing one
@@ -22,16 +28,20 @@
 //
 // Headers go out with the first write, so that a request refused late (a
 // key its type rejects) still gets its status.
+const { corsHeaders, refuse } = require('./respond');
 const SLICE = 64 * 1024;
 const ENTRY_BYTES = 64; // what a queued frame costs beside its bytes (counted as held)
 
 class SseResponse {
   /**
-   * gw: the gateway (for its options, stats and bookkeeping); kind:
-   * 'stream', 'run' or 'view'; clientId: whose per-client count it is in.
+   * ctx: the gateway's context (its config, counters, responses); kind:
+   * 'stream', 'run' or 'view'; clientId: whose per-client count it is in
+   * (release gives its place back when the response ends); seq: the seq
+   * the client has (its Last-Event-ID), or null.  It counts itself among
+   * ctx.responses until it ends.
    */
-  constructor(gw, req, res, kind, clientId) {
-    this.gw = gw;
+  constructor(ctx, req, res, { kind, clientId, release, seq = null }) {
+    this.ctx = ctx;
     this.req = req;
     this.res = res;
     this.kind = kind;
@@ -39,8 +49,8 @@ class SseResponse {
     this.opened = false;
     this.closed = false;
     this.lastWrite = Date.now();
-    this.onClose = null;     // set by the owner: the client went away or we ended
-    this.finish = null;      // set by the owner: what to send when the gateway closes
+    this._onClosed = null;   // the owner's: the client went away or we ended
+    this._onFinish = null;   // the owner's: what to send when the gateway closes
     this._queue = [];        // frame entries ({frame: Buffer, seq, keep}) not yet wholly handed to the socket
     this._offset = 0;        // bytes of _queue[0] handed already
     this._queued = 0;        // bytes of _queue not yet handed
@@ -52,7 +62,7 @@ class SseResponse {
     this._pushed = 0;        // frames pushed so far (mark() and clear())
     this.maxHeld = 0;        // the most bytes it ever held, for tests and stats
     /** The seq of the last frame begun (handed to the socket, at least in part): where the client is. */
-    this.seq = null;
+    this.seq = seq;
     this._drain = () => {
       this._waiting = false;
       this._stalledAt = 0;
@@ -60,6 +70,23 @@ class SseResponse {
     };
     res.on('drain', this._drain);
     res.on('close', () => this._closed());
+    ctx.responses.add(this, release);
+    // a client that went away while its request was checked (an
+    // authorize hook that took its time): its response is over already,
+    // and no 'close' will come (once its owner has set its handlers)
+    if (res.destroyed) queueMicrotask(() => this._closed());
+  }
+
+  /** fn() once the response is over: the client went away, or it ended. */
+  onClosed(fn) { this._onClosed = fn; }
+
+  /** fn() instead of end() when the gateway closes (RUN_FINISHED, reason gateway_closed). */
+  onFinish(fn) { this._onFinish = fn; }
+
+  /** The gateway closes: the owner's finish, or the end. */
+  finish() {
+    if (this._onFinish) this._onFinish();
+    else this.end();
   }
 
   open() {
@@ -71,7 +98,7 @@ class SseResponse {
       'x-accel-buffering': 'no', // proxies that buffer (nginx) pass it through
       'x-content-type-options': 'nosniff',
       connection: 'keep-alive',
-      ...this.gw._corsHeaders(),
+      ...corsHeaders(this.ctx.config),
     };
     this.res.writeHead(200, headers);
     if (this.res.socket) {
@@ -79,7 +106,7 @@ class SseResponse {
       this.res.socket.setKeepAlive(true, 30000);
     }
     // the EventSource reconnection delay
-    this.res.write(`retry: ${this.gw._o.retry}\n\n`);
+    this.res.write(`retry: ${this.ctx.config.retry}\n\n`);
   }
 
   /** Bytes this client holds: queued and not handed to the socket, plus the socket's unflushed bytes. */
@@ -90,14 +117,15 @@ class SseResponse {
   /**
    * Queue a frame entry ({frame: Buffer, seq, keep}); false if it would
    * take the client past maxBytes (the frame is not queued).  A frame
-   * always goes when nothing is queued.  keep: clear() leaves it (run
-   * lifecycle events).
+   * always goes when nothing is queued, and so does one with keep (run
+   * lifecycle events, which clear() leaves too), or pushed with must (the
+   * conversation that goes with the state event queued before it).
    */
-  push(entry) {
+  push(entry, must = false) {
     if (this.closed) return true;
     const n = entry.frame.length + ENTRY_BYTES;
     const held = this.held;
-    if ((this._queue.length > 0 || held > 0) && held + n > this.gw._o.maxClientBytes) return false;
+    if (!entry.keep && !must && (this._queue.length > 0 || held > 0) && held + n > this.ctx.config.maxClientBytes) return false;
     this._pushed++;
     this._queue.push({ frame: entry.frame, seq: entry.seq, keep: !!entry.keep, n: this._pushed });
     this._queued += n;
@@ -147,7 +175,7 @@ class SseResponse {
       if (end === head.frame.length) {
         this._queue.shift();
         this._offset = 0;
-        this.gw.stats.frames++;
+        this.ctx.counters.add('frames');
       }
       this.lastWrite = Date.now();
       if (!this.res.write(slice)) {
@@ -168,15 +196,15 @@ class SseResponse {
   tick(now) {
     if (!this.opened || this.closed) return;
     if (this._waiting) {
-      if (now - this._stalledAt > this.gw._o.stallTimeout && this.held > this.gw._o.maxClientBytes) {
-        this.gw.stats.stalled++;
+      if (now - this._stalledAt > this.ctx.config.stallTimeout && this.held > this.ctx.config.maxClientBytes) {
+        this.ctx.counters.add('stalled');
         this.res.destroy();
       }
       return;
     }
-    if (this._queue.length > 0 || now - this.lastWrite < this.gw._o.heartbeat) return;
+    if (this._queue.length > 0 || now - this.lastWrite < this.ctx.config.heartbeat) return;
     this.lastWrite = now;
-    this.gw.stats.heartbeats++;
+    this.ctx.counters.add('heartbeats');
     this.res.write(':\n\n'); // an SSE comment: ignored by EventSource and @ag-ui/client
   }
 
@@ -184,7 +212,7 @@ class SseResponse {
   end(status, message) {
     if (this.closed || this._ending) return;
     if (!this.opened && status) {
-      this.gw._refuse(this.res, status, message);
+      refuse(this.ctx, this.res, status, message);
       this._closed();
       return;
     }
@@ -204,8 +232,8 @@ class SseResponse {
     this._queued = 0;
     this._idle = [];
     this.res.removeListener('drain', this._drain);
-    this.gw._forget(this);
-    if (this.onClose) this.onClose();
+    this.ctx.responses.remove(this);
+    if (this._onClosed) this._onClosed();
   }
 }
 

@@ -13,6 +13,7 @@
 const crypto = require('node:crypto');
 const { SseResponse } = require('./sse');
 const { Follower } = require('./follow');
+const { PROTOCOL_VERSION } = require('@ag-ui/core');
 const { frameFor } = require('./frames');
 
 /** The status a subscription's failure to start means for the request. */
@@ -37,10 +38,8 @@ function finishedEntry(threadId, id, outcome, result) {
   return { ...frameFor({ type: 'RUN_ERROR', message: f.reason, code: 'hxstate_gateway', timestamp: Date.now() }), keep: true };
 }
 
-function serveStream(gw, req, res, { target, table, clientId, release, after }) {
-  const conn = new SseResponse(gw, req, res, 'stream', clientId);
-  gw._track(conn, release);
-  conn.seq = after;
+function serveStream(ctx, req, res, { target, table, clientId, release, after }) {
+  const conn = new SseResponse(ctx, req, res, { kind: 'stream', clientId, release, seq: after });
   const threadId = target.stream;
   const id = runId();
   let finished = false;
@@ -48,16 +47,13 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
     if (finished || conn.closed) return;
     finished = true;
     f.stop();
-    if (!f.started) {
-      f.started = true;
-      conn.push(started());
-    }
+    f.preface();
     conn.push(finishedEntry(threadId, id, { type: 'success' },
       { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
     conn.end();
   };
-  const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId: id, timestamp: Date.now() }), keep: true });
-  const f = new Follower(gw, target, table, conn, {
+  const started = () => ({ ...frameFor({ type: 'RUN_STARTED', threadId, runId: id, protocolVersion: PROTOCOL_VERSION, timestamp: Date.now() }), keep: true });
+  const f = new Follower(ctx, target, table, conn, {
     preface: started,
     end: (event) => finish('stream_end', { end: event.value === undefined ? null : event.value }),
     gone: () => {
@@ -66,19 +62,22 @@ function serveStream(gw, req, res, { target, table, clientId, release, after }) 
     },
     fail: (err) => {
       f.stop();
-      if (!f.started) {
+      // a subscription that could not start: a status; anything later (or
+      // a state past maxStateBytes, err.agui) ends the run with RUN_ERROR
+      if (!f.started && !err.agui) {
         const status = statusOf(err);
         conn.end(status, status === 400 ? `malformed key: ${err.message}` : err.message);
         return;
       }
       finished = true;
-      conn.push({ ...frameFor({ type: 'RUN_ERROR', message: err.message, code: 'hxstate_failed', timestamp: Date.now() }), keep: true });
+      f.preface();
+      conn.push({ ...frameFor({ type: 'RUN_ERROR', message: err.message, code: err.agui || 'hxstate_failed', timestamp: Date.now() }), keep: true });
       conn.end();
     },
   });
-  conn.onClose = () => f.stop();
-  conn.finish = () => finish('gateway_closed');
+  conn.onClosed(() => f.stop());
+  conn.onFinish(() => finish('gateway_closed'));
   f.start(after);
 }
 
-module.exports = { serveStream, statusOf, runId, finishedEntry };
+module.exports = { serveStream, statusOf, runId, finishedEntry, PROTOCOL_VERSION };

@@ -14,6 +14,19 @@
 // still read, as the one stream their "s" names exactly: "<table>:*"
 // grants the key "*" and nothing else.
 //
+// And what the holder may do, its scopes ("sc", a list):
+//
+//   read    follow the stream (GET /streams, the live view, a POST /agents
+//           that calls no run hook; reads of the Durable Streams endpoint)
+//   run     a POST /agents that calls the run hook, without resume[]
+//   resume  a POST /agents whose resume[] answers the stream's interrupts
+//   append  writes of the Durable Streams endpoint (durable/auth.js)
+//
+// A token without "sc" (the default of mintToken, and every token of
+// before 0.6.0) is read-only.  A token a request carries in its URL
+// (?token=) is read-only whatever it says: URLs end up in access logs,
+// browser history and Referer headers.
+//
 // The secret never leaves the server that mints and checks tokens; the
 // payload is readable by whoever holds the token (what it grants and until
 // when, nothing of the state).
@@ -22,6 +35,9 @@ const zlib = require('node:zlib');
 
 /** The longest lifetime a token may have: 30 days. */
 const MAX_TTL = 30 * 24 * 3600;
+/** What a token may grant, in this order. */
+const SCOPES = ['read', 'run', 'resume', 'append'];
+const READ_ONLY = ['read'];
 const MIN_SECRET_BYTES = 32;
 
 function b64url(buf) {
@@ -88,6 +104,15 @@ function grantOf(what) {
   throw new TypeError('hxstate-gateway: a token names {table, key} (a key, as text) or {table, all: true} (every key of the table)');
 }
 
+/** The scopes option of mintToken, checked: a non-empty array of SCOPES, in SCOPES' order. */
+function scopesOf(scopes) {
+  if (scopes === undefined) return READ_ONLY;
+  if (!Array.isArray(scopes) || scopes.length === 0 || !scopes.every((x) => SCOPES.includes(x))) {
+    throw new TypeError(`hxstate-gateway: a token's scopes are read, run, resume and append: a non-empty array of them (${JSON.stringify(scopes)})`);
+  }
+  return SCOPES.filter((x) => scopes.includes(x));
+}
+
 /** The expiry, seconds since the epoch, of {ttl, expires}; TypeError if absurd. */
 function expiryOf({ ttl = 3600, expires } = {}, now = Date.now()) {
   const nowS = Math.floor(now / 1000);
@@ -110,31 +135,39 @@ function expiryOf({ ttl = 3600, expires } = {}, now = Date.now()) {
  * A token for one key of a table, or for every key of it: what is
  * {table, key}, {table, all: true} or "<table>:<key>" (see grantOf).  It is
  * valid for ttl seconds (default 3600, at most 30 days) or until expires
- * (a Date or seconds since the epoch, at most 30 days ahead).
+ * (a Date or seconds since the epoch, at most 30 days ahead), and grants
+ * scopes (default ['read']; 'run', 'resume').
  */
 function mintToken(secret, what, options = {}) {
   checkSecret(secret);
   const grant = grantOf(what);
   const e = expiryOf(options);
+  const scopes = scopesOf(options.scopes);
   const claims = grant.all ? { t: grant.table, all: true, e } : { t: grant.table, k: grant.key, e };
+  if (scopes.join() !== 'read') claims.sc = scopes;
   const payload = b64url(JSON.stringify(claims));
   return `${payload}.${sign(secret, payload)}`;
 }
 
-/** {table, key} of a target: an object, or the string "<table>:<key>" (split at its first colon). */
+/**
+ * {table, key} of a target: an object, or the string "<table>:<key>" (split
+ * at its first colon).  A key null is the table itself (its capabilities),
+ * which any token of the table may read.
+ */
 function targetOf(target) {
   if (typeof target === 'string') {
     const colon = target.indexOf(':');
     return { table: target.slice(0, Math.max(colon, 0)), key: colon < 0 ? '' : target.slice(colon + 1) };
   }
-  return { table: String(target.table), key: String(target.key) };
+  return { table: String(target.table), key: target.key === null ? null : String(target.key) };
 }
 
 /**
  * Check a token for a target ({table, key}, or "<table>:<key>"): {ok:
- * true, grant, expires} or {ok: false, status, reason}.  401: no token, or
- * not one this secret signed (malformed, bad signature); 403: signed, but
- * for another key or table, expired, or living longer than 30 days.
+ * true, grant, expires, scopes} or {ok: false, status, reason}.  401: no
+ * token, or not one this secret signed (malformed, bad signature, a scope
+ * this gateway does not know); 403: signed, but for another key or table,
+ * expired, or living longer than 30 days.
  */
 function verifyToken(secret, token, target, now = Date.now()) {
   if (typeof token !== 'string' || token.length === 0) return { ok: false, status: 401, reason: 'no token' };
@@ -156,6 +189,11 @@ function verifyToken(secret, token, target, now = Date.now()) {
     return { ok: false, status: 401, reason: 'malformed token' };
   }
   if (!c || typeof c !== 'object' || !Number.isSafeInteger(c.e)) return { ok: false, status: 401, reason: 'malformed token' };
+  let scopes = READ_ONLY;
+  if (c.sc !== undefined) {
+    if (!Array.isArray(c.sc) || c.sc.length === 0 || !c.sc.every((x) => SCOPES.includes(x))) return { ok: false, status: 401, reason: 'malformed token' };
+    scopes = SCOPES.filter((x) => c.sc.includes(x));
+  }
   const { table, key } = targetOf(target);
   let grant;
   let granted;
@@ -164,11 +202,11 @@ function verifyToken(secret, token, target, now = Date.now()) {
     granted = c.t === table;
   } else if (typeof c.t === 'string' && typeof c.k === 'string' && c.all === undefined) {
     grant = { table: c.t, key: c.k };
-    granted = c.t === table && c.k === key;
+    granted = c.t === table && (key === null || c.k === key);
   } else if (typeof c.s === 'string' && c.t === undefined) {
     // the form before 0.6.0: exactly the stream it names, never a pattern
     grant = { stream: c.s };
-    granted = c.s === `${table}:${key}`;
+    granted = key === null ? c.s.startsWith(`${table}:`) : c.s === `${table}:${key}`;
   } else {
     return { ok: false, status: 401, reason: 'malformed token' };
   }
@@ -179,30 +217,44 @@ function verifyToken(secret, token, target, now = Date.now()) {
   const nowS = Math.floor(now / 1000);
   if (c.e <= nowS) return { ok: false, status: 403, reason: 'the token has expired' };
   if (c.e > nowS + MAX_TTL) return { ok: false, status: 403, reason: 'the token lives longer than 30 days' };
-  return { ok: true, grant, expires: c.e };
+  return { ok: true, grant, expires: c.e, scopes };
+}
+
+/** The token a request carries and where: {token, inUrl}; token is null when there is none. */
+function tokenOf(req, url) {
+  const auth = req.headers.authorization;
+  if (typeof auth === 'string') {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    return { token: m ? m[1] : '', inUrl: false };
+  }
+  return { token: url.searchParams.get('token'), inUrl: true };
 }
 
 /** The token a request carries: "Authorization: Bearer <token>", else ?token=. */
 function requestToken(req, url) {
-  const auth = req.headers.authorization;
-  if (typeof auth === 'string') {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    return m ? m[1] : '';
-  }
-  const q = url.searchParams.get('token');
-  return q === null ? null : q;
+  return tokenOf(req, url).token;
 }
 
 /**
  * An authorize hook (see createGateway) that checks signed tokens with
- * secret: the token must grant the request's table and key.
+ * secret: the token must grant the request's table and key.  It returns
+ * {ok: true, principal, scopes, limited} (principal: the token's
+ * signature, whom runs count against; scopes: the token's, read only for
+ * a token in the URL, and limited then says why), or {status, message}.
  */
 function tokenAuthorizer(secret) {
   checkSecret(secret);
   return (req, target) => {
-    const r = verifyToken(secret, requestToken(req, target.url), target);
-    return r.ok ? true : { status: r.status, message: r.reason };
+    const { token, inUrl } = tokenOf(req, target.url);
+    const r = verifyToken(secret, token, target);
+    if (!r.ok) return { status: r.status, message: r.reason };
+    const grant = { ok: true, principal: `token:${token.slice(token.indexOf('.') + 1)}`, scopes: r.scopes };
+    if (inUrl && r.scopes.some((x) => x !== 'read')) {
+      grant.scopes = r.scopes.filter((x) => x === 'read');
+      grant.limited = 'a token in the URL is read-only: send it in an Authorization: Bearer header';
+    }
+    return grant;
   };
 }
 
-module.exports = { mintToken, verifyToken, tokenAuthorizer, requestToken, checkSecret, secretBits, MAX_TTL };
+module.exports = { mintToken, verifyToken, tokenAuthorizer, requestToken, checkSecret, secretBits, MAX_TTL, SCOPES };

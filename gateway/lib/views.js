@@ -66,21 +66,19 @@ function serveView(assets, req, res, target) {
  * GET /phases/<table>/<key>: the table's machine (event "machine"), then
  * the row's phase now and at each change (event "phase"), polled.
  */
-function servePhases(gw, req, res, { target, clientId, release }) {
-  const conn = new SseResponse(gw, req, res, 'view', clientId);
-  gw._track(conn, release);
+function servePhases(ctx, req, res, { target, clientId, release }) {
+  const conn = new SseResponse(ctx, req, res, { kind: 'view', clientId, release });
   let unwatch = null;
   const send = (name, value) => conn.push({ frame: Buffer.from(`event: ${name}\ndata: ${JSON.stringify(value)}\n\n`) });
-  conn.onClose = () => { if (unwatch) unwatch(); };
-  conn.finish = () => conn.end();
-  gw._machines.machine(target.table).then((m) => {
+  conn.onClosed(() => { if (unwatch) unwatch(); });
+  ctx.machines.machine(target.table).then((m) => {
     if (conn.closed) return;
     send('machine', m);
     if (!m.machine) return;
-    unwatch = gw._machines.watch(target.table, target.key, (p) => send('phase', p));
+    unwatch = ctx.machines.watch(target.table, target.key, (p) => send('phase', p));
     if (conn.closed) unwatch();
   }, (err) => {
-    gw._log('warn', `phases of ${target.table}: ${err.message}`);
+    ctx.log('warn', `phases of ${target.table}: ${err.message}`);
     conn.end(503, 'the machine could not be read');
   });
 }

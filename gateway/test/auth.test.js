@@ -189,7 +189,7 @@ test('429: a POST counts from its headers, before its body has arrived', async (
     req.flushHeaders();
     pending.push(req);
   }
-  await t.waitFor(() => g.gw._slots.count('127.0.0.1') === 3, 'the three POSTs to be counted');
+  await t.waitFor(() => g.gw.openFor('127.0.0.1') === 3, 'the three POSTs to be counted');
   const statuses = [];
   for (let i = 0; i < 5; i++) {
     const c = await refusedWith(429, '/agents/sessions/k-1', { ...tok, 'content-type': 'application/json' }, 'POST',
@@ -199,7 +199,7 @@ test('429: a POST counts from its headers, before its body has arrived', async (
   await refusedWith(429, '/streams/sessions/k-1', tok);
   assert.deepEqual(statuses, [429, 429, 429, 429, 429]);
   for (const req of pending) req.destroy();
-  await t.waitFor(() => g.gw._slots.count('127.0.0.1') === 0, 'the places to be given back');
+  await t.waitFor(() => g.gw.openFor('127.0.0.1') === 0, 'the places to be given back');
 });
 
 test("an application's authorize hook, sync or async", async () => {

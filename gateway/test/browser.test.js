@@ -88,7 +88,7 @@ test('chromium follows a session in the live view, across a gateway restart and 
     await t.waitFor(async () => (await view()).phase === 'verifying', 'the new phase on the page');
 
     // the connection drops mid-stream (its socket destroyed, as a network would)
-    for (const c of [...g.gw._conns].filter((x) => x.kind === 'stream')) c.res.socket.destroy();
+    for (const c of g.gw.responses.filter((x) => x.kind === 'stream')) c.res.socket.destroy();
     await merge([{ op: 'append', path: '/messages', items: [{ type: 'ai', id: 'a-1', content: 'Here is your site.' }] }]);
     await reach('the events after the dropped connection');
     await t.waitFor(async () => (await view()).opens === 3, 'the third open');

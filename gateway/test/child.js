@@ -3,8 +3,7 @@
 // make it spend (its memory is its own): forked by helpers.childGateway()
 // with its options as JSON in argv[2].  Not a test file (node --test runs
 // *.test.js).  It answers 'stats' with the gateway's counters and memory.
-const http = require('node:http');
-const { createGateway } = require('..');
+const { createGateway, createServer } = require('..');
 
 async function main() {
   const options = JSON.parse(process.argv[2]);
@@ -15,12 +14,12 @@ async function main() {
   }
   const gateway = createGateway({ log: () => {}, ...options });
   await gateway.ready;
-  const server = http.createServer(gateway.handler);
+  const server = createServer(gateway);
   server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }));
   process.on('message', async (m) => {
     if (m === 'stats') {
       if (global.gc) global.gc();
-      const conns = [...gateway._conns];
+      const conns = gateway.responses;
       process.send({
         stats: gateway.stats,
         clients: gateway.clients,

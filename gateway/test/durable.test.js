@@ -275,7 +275,7 @@ test('the command: --durable-log-prefixes serves the endpoint, and token --scope
     assert.equal((await fetch(`${base}/ds/@cli:t-1`, { method: 'POST', headers: readOnly, body: ev })).status, 403);
     const r = await fetch(`${base}/ds/@cli:t-1`, { headers: readOnly });
     assert.deepEqual((await r.json()).map((e) => e.name), ['from-cli']);
-    assert.throws(() => mint('@cli:t-1', '--scopes', 'delete'), /--scopes is a list of read, append/);
+    assert.throws(() => mint('@cli:t-1', '--scopes', 'delete'), /--scopes is a list of read, run, resume, append/);
   } finally {
     child.kill('SIGTERM');
     const code = await new Promise((resolve) => (child.exitCode === null ? child.on('exit', resolve) : resolve(child.exitCode)));

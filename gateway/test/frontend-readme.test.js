@@ -138,15 +138,16 @@ test("gateway/README.md names every flag and variable of the command and every o
   assert.ok(flags.size >= 15 && vars.size >= 6, `${flags.size} flags, ${vars.size} variables`);
   for (const f of flags) assert.ok(doc.includes(`\`${f}`), `gateway/README.md names ${f}`);
   for (const v of vars) assert.ok(doc.includes(`\`${v}\``), `gateway/README.md names ${v}`);
-  // the options the gateway reads: o.<name> in gateway.js, and <gateway>._o.<name> anywhere in lib/
+  // the options the gateway reads: its DEFAULTS and config.<name> in gateway.js, and
+  // ctx.config.<name> (the context every module is given) anywhere in lib/
   const lib = path.join(__dirname, '..', 'lib');
   const src = fs.readFileSync(path.join(lib, 'gateway.js'), 'utf8');
   const all = fs.readdirSync(lib).filter((f) => f.endsWith('.js')).map((f) => fs.readFileSync(path.join(lib, f), 'utf8')).join('\n');
   const defaults = /const DEFAULTS = \{([\s\S]*?)\};/.exec(src)[1];
   const options = new Set([
     ...[...defaults.matchAll(/^\s*(\w+):/gm)].map((m) => m[1]),
-    ...[...src.matchAll(/\bo\.(\w+)/g)].map((m) => m[1]),
-    ...[...all.matchAll(/\b(?:this|gw|this\.gw)\._o\.(\w+)/g)].map((m) => m[1]),
+    ...[...src.matchAll(/\b(?:o|config)\.(\w+)/g)].map((m) => m[1]),
+    ...[...all.matchAll(/\bctx\.config\.(\w+)/g)].map((m) => m[1]),
   ]);
   assert.ok(options.size >= 15, `${options.size} options`);
   for (const o of options) assert.ok(doc.includes(`| \`${o}\` |`), `gateway/README.md has a row for the option ${o}`);

@@ -5,7 +5,7 @@
 // browser does), and the databases and waits of test/js/helpers.js.
 const http = require('node:http');
 const h = require('../../test/js/helpers');
-const { createGateway } = require('..');
+const { createGateway, createServer } = require('..');
 
 const SECRET = 'a test secret that is at least 32 bytes long';
 
@@ -19,7 +19,7 @@ async function startGateway(db, options = {}, port = 0) {
     ...options,
   });
   await gw.ready;
-  const server = http.createServer(gw.handler);
+  const server = createServer(gw);
   await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
   const g = {
     gw,

@@ -1,9 +1,9 @@
 'use strict';
 // client/README.md works as written: every ```js block runs, unchanged,
 // against a database with the README's sessions table (DATABASE_URL set,
-// as the examples read it); the gateway example is examples/sse-gateway.js
-// itself, which serves its application and, under /hx/, the session to its
-// own user only.
+// as the examples read it); and gateway/README.md's application example is
+// gateway/examples/sse-gateway.js itself, which serves its application
+// and, under /hx/, the session to its own user only.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -15,7 +15,9 @@ const DB = 'hx_gateway_readme';
 const TOP = path.join(__dirname, '..', '..');
 const readme = fs.readFileSync(path.join(TOP, 'client', 'README.md'), 'utf8');
 const blocks = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
-const EXAMPLE = path.join(TOP, 'client', 'examples', 'sse-gateway.js');
+const gatewayReadme = fs.readFileSync(path.join(TOP, 'gateway', 'README.md'), 'utf8');
+const gatewayBlocks = [...gatewayReadme.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+const EXAMPLE = path.join(TOP, 'gateway', 'examples', 'sse-gateway.js');
 
 let db;
 let env;
@@ -45,10 +47,10 @@ function run(args, input, extraEnv = {}) {
   });
 }
 
-test('the README has its examples, and the gateway example is examples/sse-gateway.js', () => {
-  assert.ok(blocks.length >= 3, `${blocks.length} js blocks`);
-  assert.ok(blocks.includes(fs.readFileSync(EXAMPLE, 'utf8')), 'the README shows examples/sse-gateway.js as it is');
-  for (const b of blocks) assert.doesNotMatch(b, /^await /m, 'no top-level await in CommonJS');
+test('the READMEs have their examples, and the gateway example is examples/sse-gateway.js', () => {
+  assert.ok(blocks.length >= 2, `${blocks.length} js blocks`);
+  assert.ok(gatewayBlocks.includes(fs.readFileSync(EXAMPLE, 'utf8')), 'gateway/README.md shows examples/sse-gateway.js as it is');
+  for (const b of [...blocks, ...gatewayBlocks]) assert.doesNotMatch(b, /^await /m, 'no top-level await in CommonJS');
 });
 
 test('each hub and stream example runs to its end as written', async () => {

@@ -12,6 +12,7 @@ const { SseResponse, SLICE } = require('../lib/sse');
 const { project, applyDelta } = require('../lib/projection');
 const { messagesOf, interruptsOf, capabilitiesOf } = require('../lib/agui');
 const { normaliseTables, prefixClash, parseTablesFlag } = require('../lib/config');
+const { createContext } = require('../lib/context');
 
 /** A response whose socket takes `room` bytes, then waits for 'drain'. */
 function fakeResponse(room) {
@@ -31,22 +32,17 @@ function fakeResponse(room) {
   return res;
 }
 
-function fakeGateway(o) {
-  return {
-    _o: { retry: 2000, heartbeat: 15000, maxClientBytes: 1000, stallTimeout: 100, ...o },
-    stats: { frames: 0, heartbeats: 0, stalled: 0 },
-    _corsHeaders: () => ({}),
-    _forget() {},
-    _refuse() {},
-  };
+/** The context a response is given (context.js), with the options it reads. */
+function fakeContext(o) {
+  return createContext({ config: { retry: 2000, heartbeat: 15000, maxClientBytes: 1000, stallTimeout: 100, cors: null, ...o } });
 }
 
 const frame = (n, seq) => ({ frame: Buffer.alloc(n, 0x61), seq });
 
 test('sse: a client holds at most maxClientBytes, or one frame alone; it is cut off when stalled over its bound', () => {
-  const gw = fakeGateway({ maxClientBytes: 1000 });
+  const ctx = fakeContext({ maxClientBytes: 1000 });
   const res = fakeResponse(300);
-  const c = new SseResponse(gw, {}, res, 'stream', 'x');
+  const c = new SseResponse(ctx, {}, res, { kind: 'stream', clientId: 'x', release: () => {} });
   assert.equal(c.push(frame(200, 1)), true);
   assert.equal(c.push(frame(200, 2)), true, 'queued within the bound');
   assert.ok(c.held <= 1000);
@@ -66,13 +62,13 @@ test('sse: a client holds at most maxClientBytes, or one frame alone; it is cut 
   assert.ok(!res.destroyed);
   c.tick(Date.now() + 500);
   assert.ok(res.destroyed);
-  assert.equal(gw.stats.stalled, 1);
+  assert.equal(ctx.counters.values.stalled, 1);
 });
 
 test('sse: clear() drops what is not begun, but what must stay (the run\'s own events)', () => {
-  const gw = fakeGateway({ maxClientBytes: 1 << 20 });
+  const ctx = fakeContext({ maxClientBytes: 1 << 20 });
   const res = fakeResponse(1);
-  const c = new SseResponse(gw, {}, res, 'stream', 'x');
+  const c = new SseResponse(ctx, {}, res, { kind: 'stream', clientId: 'x', release: () => {} });
   c.push(frame(10, 1));             // begun (written, waiting for drain)
   const mark = c.mark();
   c.hold();
@@ -183,4 +179,30 @@ test('config: tables, paths, sources, and two tables on one stream prefix refuse
     ['sessions', 'app.sessions', { name: 'threads', source: 'lg.thread_snapshots' }]);
   assert.equal(prefixClash(new Map([['sessions', 'sessions'], ['tenant_b.sessions', 'tenant_b.sessions']])), null);
   assert.match(prefixClash(new Map([['sessions', 'sessions'], ['tenant_b.sessions', 'sessions']])), /both name their streams "sessions:<key>"/);
+});
+
+test('projection within maxStateBytes: a copy past the bound is tooLarge; an op above a path brings only what is projected; events are never changed', () => {
+  const { applyDelta: apply, measure } = require('../lib/projection');
+  const paths = ['/messages', '/__interrupt__'];
+  let p = { messages: ['x'.repeat(1000)] };
+  let n = 0;
+  for (;;) {
+    const r = apply(p, [{ op: 'copy', from: '/messages', path: '/messages/-' }], paths, { max: 64 * 1024 });
+    if (r.tooLarge) {
+      assert.ok(r.bytes > 64 * 1024);
+      break;
+    }
+    p = r.projection;
+    assert.ok(measure(p) <= 64 * 1024);
+    n++;
+  }
+  assert.equal(n, 6);
+  // a replace of the root with a large state whose conversation is small: within the bound
+  const root = apply({ messages: [] }, [{ op: 'replace', path: '', value: { messages: [1], big: 'y'.repeat(100000) } }], paths, { max: 1000 });
+  assert.deepEqual(root.projection, { messages: [1] });
+  // what an op added, a later op of the delta changes: the event's value stays as logged
+  const delta = [{ op: 'add', path: '/messages', value: [{ id: 'a' }] }, { op: 'add', path: '/messages/0/x', value: 1 }];
+  const r = apply({}, delta, paths);
+  assert.deepEqual(r.projection, { messages: [{ id: 'a', x: 1 }] });
+  assert.deepEqual(delta[0].value, [{ id: 'a' }]);
 });

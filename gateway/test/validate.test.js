@@ -38,7 +38,8 @@ before(async () => {
 });
 after(async () => { await db.end(); });
 
-const bearer = (key) => `Bearer ${mintToken(t.SECRET, `sessions:${key}`)}`;
+// one of the paths runs the run hook: tokens that may
+const bearer = (key) => `Bearer ${mintToken(t.SECRET, `sessions:${key}`, { scopes: ['read', 'run'] })}`;
 const figures = [];
 
 /** Run ag-ui-validate on args; its JSON report. */

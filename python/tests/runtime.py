@@ -87,7 +87,10 @@ g.add_edge("step3", END)
 # their own (with one connection, its lock would serialise them)
 with ConnectionPool(dsn, min_size=2, max_size=4, kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}) as pool:
     saver = Saver(pool)
-    saver.setup()
+    if which == "hx":
+        saver.setup(allowed_triggers=["py_slow"])  # the test's trigger that slows step 2's writes
+    else:
+        saver.setup()
     graph = g.compile(checkpointer=saver)
     cfg: Any = {"configurable": {"thread_id": thread}}
     if mode.startswith("kill-after"):

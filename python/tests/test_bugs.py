@@ -19,8 +19,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from graph import answer, compile_graph
 from hxstate.errors import ThreadConflict
 from hxstate.langgraph import HxSaver
+from paths import HERE, SRC
 
-HERE = Path(__file__).resolve().parent
 
 
 def racing(cls: type, barrier: threading.Barrier) -> type:
@@ -101,7 +101,7 @@ def test_8796_two_writers_on_one_thread(dsn: str) -> None:
 
 
 def runtime(dsn: str, saver: str, thread: str, mode: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
         [sys.executable, str(HERE / "runtime.py"), dsn, saver, thread, mode],
         env=env,

@@ -227,3 +227,89 @@ def test_apply_patch_is_pure() -> None:
     assert apply_event({"x": 1}, {"type": "CUSTOM", "name": "hx.stream_end"}) is None
     assert apply_event({"x": 1}, {"type": "STATE_SNAPSHOT", "snapshot": {"y": 2}}) == {"y": 2}
     assert apply_event({"x": 1}, {"type": "RUN_STARTED"}) == {"x": 1}
+
+
+# -- the followed state is bounded in bytes ------------------------------------------------------
+
+
+def send(conn: psycopg.Connection[Any], stream: str, event: dict[str, Any]) -> None:
+    conn.execute("SELECT hx_stream_send(%s, %s::jsonb)", (stream, json.dumps(event)))
+
+
+async def test_copies_that_double_the_state_stop_that_stream(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """Fourteen deltas of one copy each (80 bytes apiece, each copying the
+    whole state into a member of its own) would make a 1 kB
+    state 16,384 times as long: the follower applies them while the state
+    stays within max_state_bytes, then raises StateTooLarge (54000) for
+    that stream, and another stream followed beside it goes on."""
+    stream, other = f"@py:double-{uuid.uuid4()}", f"@py:beside-{uuid.uuid4()}"
+    send(conn, stream, {"type": "STATE_SNAPSHOT", "snapshot": {"m": ["x" * 1000]}})
+    send(conn, other, {"type": "STATE_SNAPSHOT", "snapshot": {"n": 0}})
+    for i in range(14):
+        send(conn, stream, {"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "", "path": f"/c{i:02}"}]})
+    bound = 100_000
+    f = follow(dsn, stream=stream, after=0, poll_interval=0.1, max_state_bytes=bound)
+    g = follow(dsn, stream=other, after=0, poll_interval=0.1, max_state_bytes=bound)
+    got: list[tuple[dict[str, Any], Any]] = []
+    it = f.__aiter__()
+    with pytest.raises(errors.StateTooLarge) as e:
+        async with asyncio.timeout(30):
+            while True:
+                got.append(await anext(it))
+    assert e.value.sqlstate == "54000"
+    assert f"stream {stream!r} cannot be followed within {bound} bytes: event" in str(e.value)
+    # every state handed out was within the bound; the one that would pass it was not applied
+    sizes = [len(json.dumps(s, separators=(",", ":"))) for _, s in got]
+    assert all(n <= bound for n in sizes) and sizes[-1] * 2 > bound
+    assert [ev["metadata"]["seq"] for ev, _ in got] == list(range(1, len(got) + 1)) and len(got) < 15
+    assert f.seq == len(got)
+    # that stream only: the other follower goes on
+    (first,) = await take(g, 1)
+    send(conn, other, {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/n", "value": 1}]})
+    (second,) = await take(g, 1)
+    assert first[1] == {"n": 0} and second[1] == {"n": 1}
+    await f.close()
+    await g.close()
+
+
+async def test_a_snapshot_or_an_event_over_the_bound_is_not_read(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
+    key = str(uuid.uuid4())
+    conn.execute("INSERT INTO py_follow (k, state) VALUES (%s, %s)", (key, json.dumps({"big": "y" * 50_000})))
+    f = follow(dsn, table=table, key=key, poll_interval=0.1, max_state_bytes=10_000)
+    with pytest.raises(errors.StateTooLarge, match=r"its state at seq 1 is 50\d\d\d bytes"):
+        await take(f, 1)
+    # an event longer than the bound, after a state within it
+    stream = f"@py:big-event-{uuid.uuid4()}"
+    send(conn, stream, {"type": "STATE_SNAPSHOT", "snapshot": {}})
+    send(conn, stream, {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/big", "value": "z" * 50_000}]})
+    g = follow(dsn, stream=stream, after=0, poll_interval=0.1, max_state_bytes=10_000)
+    it = g.__aiter__()
+    assert (await anext(it))[1] == {}
+    with pytest.raises(errors.StateTooLarge, match=r"event 2 is 50\d\d\d bytes"):
+        await anext(it)
+
+
+def test_sizes_kept_op_by_op() -> None:
+    """apply_patch_sized keeps the size of the state's JSON text through
+    adds, replaces, removes, moves and copies, as json_size measures it."""
+    from hxstate.patch import apply_event_sized, json_size
+
+    state: Any = {"a": [1, 2], "é": "ü" * 3}
+    size = json_size(state)
+    assert size == len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
+    patches = [
+        [{"op": "add", "path": "/b", "value": {"c": "text"}}],
+        [{"op": "add", "path": "/a/0", "value": "inserted"}],
+        [{"op": "replace", "path": "/a/1", "value": [None, True, False, 1.5]}],
+        [{"op": "remove", "path": "/é"}],
+        [{"op": "copy", "from": "/b", "path": "/d"}, {"op": "copy", "from": "/a", "path": "/a/-"}],
+        [{"op": "add", "path": "/b", "value": "replaced"}, {"op": "move", "from": "/d", "path": "/e"}],
+        [{"op": "test", "path": "/b", "value": "replaced"}],
+    ]
+    for patch in patches:
+        state, size = apply_event_sized(state, size, {"type": "STATE_DELTA", "delta": patch}, 10_000)
+        assert size == json_size(state), (patch, size, json_size(state))
+    state, size = apply_event_sized(state, size, {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "", "value": [1]}]}, 10_000)
+    assert (state, size) == ([1], json_size([1]))
+    with pytest.raises(errors.StateTooLarge):
+        apply_event_sized({}, 2, {"type": "STATE_SNAPSHOT", "snapshot": {"x": "y" * 100}}, 50)

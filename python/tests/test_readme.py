@@ -11,14 +11,14 @@ import shlex
 import socket
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from hxstate.langgraph import HxSaver
-
-TOP = Path(__file__).resolve().parents[2]
+from paths import SRC, TOP
 
 
 def blocks() -> list[str]:
@@ -34,13 +34,13 @@ def free_port() -> int:
 
 
 def test_there_are_examples() -> None:
-    assert len(blocks()) >= 2
+    assert len(blocks()) == 2
 
 
 @pytest.mark.parametrize("n", range(2))
 def test_example_runs(dsn: str, n: int) -> None:
     code = blocks()[n]
-    env = {**os.environ, "DATABASE_URL": dsn, "PYTHONPATH": str(TOP / "python" / "src")}
+    env = {**os.environ, "DATABASE_URL": dsn, "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     if n == 0:
@@ -53,33 +53,46 @@ def test_example_runs(dsn: str, n: int) -> None:
 
 
 def hitl_blocks() -> dict[str, str]:
-    """The example's files: the hook in python/README.md, the rest in docs/langgraph.md."""
+    """The example's files, in docs/langgraph.md."""
     found: dict[str, str] = {}
-    for doc in ("python/README.md", "docs/langgraph.md"):
-        for name, code in re.findall(r"<!-- langgraph-hitl: (\S+)[^>]*-->\n```\w+\n(.*?)```", (TOP / doc).read_text(), re.S):
-            assert name not in found, f"{name} twice"
-            found[name] = code
+    for name, code in re.findall(r"<!-- langgraph-hitl: (\S+)[^>]*-->\n```\w+\n(.*?)```", (TOP / "docs/langgraph.md").read_text(), re.S):
+        assert name not in found, f"{name} twice"
+        found[name] = code
     return found
 
 
+def console_scripts(bin_dir: Path) -> None:
+    """The package's console scripts, as pip makes them from its metadata
+    (pyproject.toml's [project.scripts]), for the interpreter of the suite."""
+    scripts = tomllib.loads((TOP / "python" / "pyproject.toml").read_text())["project"]["scripts"]
+    bin_dir.mkdir()
+    for name, target in scripts.items():
+        module, func = target.split(":")
+        path = bin_dir / name
+        path.write_text(f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
+        path.chmod(0o755)
+
+
 def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
-    """"Human in the loop through the gateway" (python/README.md's LangGraph section
-    and docs/langgraph.md): its files as written, in a directory of their
-    own, and its commands, each line as written: the setup, the gateway
-    (until it listens), the client."""
+    """"Human in the loop through the gateway" (docs/langgraph.md): its files
+    as written, in a directory of their own, and its commands, each line as
+    written: the setup, the gateway (until it listens), the client; then a
+    thread whose key begins with a dash."""
     files = hitl_blocks()
+    dashed = f"-x-{secrets.token_hex(4)}"  # a key that begins with a dash
     assert sorted(files) == ["approval.py", "client.js", "run.sh", "server.js"]
     for name in ("approval.py", "client.js", "server.js"):
         (tmp_path / name).write_text(files[name])
     setup, server, client = [line.split("#")[0].strip() for line in files["run.sh"].strip().splitlines()]
-    assert (setup, server, client) == ("python3 -m hxstate.langgraph.agui --setup", "node server.js &", "node client.js thread-1")
+    assert (setup, server, client) == ("hxstate-agui --setup", "node server.js &", "node client.js thread-1")
+    console_scripts(tmp_path / "bin")
     conn = psycopg.conninfo.conninfo_to_dict(dsn)
     host, port = os.environ.get("PGHOST", "/var/run/postgresql"), os.environ.get("PGPORT", "5432")
     env = {
         **os.environ,
-        # python3 is the suite's, which has langgraph; the package is not installed but on the path
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        "PYTHONPATH": str(TOP / "python" / "src"),
+        # hxstate-agui runs the suite's Python, which has langgraph; the package is not installed but on the path
+        "PATH": os.pathsep.join([str(tmp_path / "bin"), os.environ.get("PATH", "")]),
+        "PYTHONPATH": str(SRC),
         "PYTHONDONTWRITEBYTECODE": "1",
         "NODE_PATH": str(TOP / "node_modules"),  # the repository's, for files outside it
         "DATABASE_URL": f"postgresql://{os.environ.get('PGUSER', 'postgres')}@/{conn['dbname']}?host={host}&port={port}",
@@ -100,6 +113,9 @@ def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
         out = subprocess.run(["node", "decline.js", "thread-2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.endswith("answer: add(2, 3): declined\n")
+        out = subprocess.run(["node", "client.js", dashed], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.endswith("answer: add(2, 3): 5\n")
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
@@ -111,7 +127,7 @@ def test_human_in_the_loop_example(dsn: str, tmp_path: Path) -> None:
         sys.path.remove(str(tmp_path))
     with psycopg.connect(dsn, autocommit=True) as c:
         graph = approval.builder.compile(checkpointer=HxSaver(c))
-        for thread, last in (("thread-1", "5"), ("thread-2", "declined")):
+        for thread, last in (("thread-1", "5"), ("thread-2", "declined"), (dashed, "5")):
             state = graph.get_state({"configurable": {"thread_id": thread}})
             assert [(m.type, m.content) for m in state.values["messages"]] == [
                 ("human", "what is 2 + 3?"), ("ai", ""), ("tool", last), ("ai", f"add(2, 3): {last}")]

@@ -28,7 +28,8 @@ from langchain_core.messages import (
 from langgraph.checkpoint.base import empty_checkpoint
 
 from hxstate.langgraph import HxSaver
-from hxstate.langgraph import base as B
+from hxstate.langgraph import sql as Q
+from hxstate.langgraph import storage as B
 from hxstate.langgraph import codec as C
 
 SCHEMA = "lg_saver"
@@ -95,7 +96,7 @@ def test_cold_reads_across_snapshots_and_forks(conn: psycopg.Connection[Any]) ->
     fork whose rows lie between its snapshot and its checkpoints reads
     back as it was put, by a fresh saver and by state_at."""
     rng = random.Random(1)
-    t = Thread(HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096), "cold-1")
+    t = Thread(HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096, rebuild_factor=1), "cold-1")
     msgs: list[dict[str, Any]] = []
     cfg = t.put(None, {"messages": [], "plan": "a"}, source="input")
     configs = [cfg]
@@ -148,7 +149,7 @@ def test_cold_read_when_a_parent_is_not_older(conn: psycopg.Connection[Any]) -> 
 
 
 def test_cold_read_after_prune_and_delete_for_runs(conn: psycopg.Connection[Any]) -> None:
-    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=1024)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=1024, rebuild_factor=1)
     rng = random.Random(2)
     t = Thread(saver, "cold-3")
     cfg = t.put(None, {"messages": []}, source="input")
@@ -177,7 +178,7 @@ def test_rows_are_compressed_in_line(conn: psycopg.Connection[Any]) -> None:
     in line (hx_compress) whatever the row's width, and so do prune and
     copy_thread."""
     rng = random.Random(3)
-    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096, rebuild_factor=1)
     # a thread that starts with a long prompt: a root of 1.5 kB, a snapshot
     t = Thread(saver, "rows-1")
     cfg = t.put(None, {"messages": [{"id": "p", "type": "system", "text": text(rng, 1500)}]}, source="input")
@@ -213,9 +214,9 @@ def test_rows_are_compressed_in_line(conn: psycopg.Connection[Any]) -> None:
 def test_compressed_as_the_server_can() -> None:
     """lz4 where the server has it, pglz otherwise; the value as it is on
     an hxstate without hx_compress."""
-    assert B.Server(True, '"hx"', True, True).compressed("x", "lz4") == """"hx".hx_compress(x, 'lz4')"""
-    assert B.Server(True, '"hx"', True, False).compressed("x", "lz4") == """"hx".hx_compress(x, 'pglz')"""
-    assert B.Server(True, '"hx"', False, True).compressed("x", "pglz") == "x"
+    assert Q.Server(True, '"hx"', True, True).compressed("x", "lz4") == """"hx".hx_compress(x, 'lz4')"""
+    assert Q.Server(True, '"hx"', True, False).compressed("x", "lz4") == """"hx".hx_compress(x, 'pglz')"""
+    assert Q.Server(True, '"hx"', False, True).compressed("x", "pglz") == "x"
 
 
 def test_bookkeeping_packed(conn: psycopg.Connection[Any]) -> None:
@@ -278,3 +279,125 @@ def test_messages_built_as_model_construct_builds_them(message: BaseMessage) -> 
     # a message of the read is its own: changing it changes no other read
     fast.content = "changed"
     assert C.Codec(None).decode(json.loads(json.dumps(dumped))).content == message.content  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("page", [1, 3, 7, 1000])
+def test_list_in_pages(conn: psycopg.Connection[Any], page: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """list() a page at a time gives every checkpoint's state, whatever the
+    page's size: across snapshots, edits, removals, a fork, two namespaces
+    and two threads, with before, limit and a filter."""
+    from hxstate.langgraph import read
+
+    monkeypatch.setattr(read, "PAGE_SIZE", page)
+    rng = random.Random(4)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=2048, rebuild_factor=1)
+    threads = [f"pages-{page}-a", f"pages-{page}-b"]
+    want: dict[tuple[str, str], dict[str, Any]] = {}
+    for thread in threads:
+        for ns in ("", "sub:1"):
+            t = Thread(saver, thread)
+            msgs: list[dict[str, Any]] = []
+            cfg = t.put({"configurable": {"thread_id": thread, "checkpoint_ns": ns}} if ns else None, {"messages": []},
+                        source="input", cid=f"{ns}{t.n + 1:06d}")
+            configs = [cfg]
+            for i in range(25):
+                msgs = msgs + [{"id": f"m{i}", "text": text(rng, 300)}]
+                if i % 6 == 5:
+                    msgs = msgs[1:]
+                cfg = t.put(cfg, {"messages": msgs, "n": i}, cid=f"{ns}{t.n + 1:06d}", mark="even" if i % 2 else "odd")
+                configs.append(cfg)
+            fork = configs[10]
+            for i in range(4):
+                fork = t.put(fork, {"messages": msgs[:3] + [{"id": f"f{i}", "text": "fork"}]}, source="fork",
+                             cid=f"{ns}{t.n + 1:06d}")
+            want.update({(thread, cid): v for cid, v in t.states.items()})
+    fresh = HxSaver(conn, schema=SCHEMA)
+    got = [(x.config["configurable"]["thread_id"], x.checkpoint["id"], dict(x.checkpoint["channel_values"]))
+           for thread in threads for x in fresh.list({"configurable": {"thread_id": thread}})]
+    assert {(th, cid): v for th, cid, v in got} == want and len(got) == len(want)
+    # newest first, each namespace's checkpoints in order
+    for thread in threads:
+        ids = [cid for th, cid, _ in got if th == thread]
+        assert ids == sorted(ids, reverse=True)
+    everything = list(fresh.list(None))
+    assert len({(x.config["configurable"]["thread_id"], x.config["configurable"]["checkpoint_ns"], x.checkpoint["id"])
+                for x in everything}) >= len(want)
+    some = list(fresh.list({"configurable": {"thread_id": threads[0], "checkpoint_ns": ""}},
+                           before={"configurable": {"checkpoint_id": "000020"}}, limit=5, filter={"mark": "even"}))
+    assert [x.checkpoint["id"] for x in some] == ["000019", "000017", "000015", "000013", "000011"]
+    assert all(dict(x.checkpoint["channel_values"]) == want[(threads[0], x.checkpoint["id"])] for x in some)
+
+
+def chain_sizes(conn: psycopg.Connection[Any], thread: str) -> list[tuple[Any, ...]]:
+    """(snapshot?, bytes a rebuild reads, the state's bytes) of each checkpoint."""
+    return conn.execute(
+        f"""SELECT snapshot IS NOT NULL, snapshot_bytes + chain_bytes, state_bytes,
+                   octet_length({SCHEMA}.state_at(thread_id, checkpoint_ns, checkpoint_id)::text)
+              FROM {SCHEMA}.checkpoints WHERE thread_id = %s ORDER BY checkpoint_id""",
+        (thread,),
+    ).fetchall()
+
+
+def test_snapshots_bound_the_rebuild(conn: psycopg.Connection[Any]) -> None:
+    """A snapshot is written when a rebuild would read more than
+    rebuild_factor times the state: a thread that grows by appending (a
+    conversation) has its root's only, and one whose values are replaced
+    at every step gets them as its rebuild grows, the state's bytes
+    tracked as it changes."""
+    rng = random.Random(5)
+    saver = HxSaver(conn, schema=SCHEMA, snapshot_min_bytes=4096)
+    grows = Thread(saver, "bound-grows")
+    cfg = grows.put(None, {"messages": []}, source="input")
+    msgs: list[dict[str, Any]] = []
+    for i in range(60):
+        msgs = msgs + [{"id": f"m{i}", "text": text(rng, 500)}]
+        cfg = grows.put(cfg, {"messages": msgs, "step": i})
+    sizes = chain_sizes(conn, "bound-grows")
+    assert [s[0] for s in sizes].count(True) == 1  # the root's
+    assert all(rebuild <= 2 * state for _, rebuild, state, _ in sizes[1:])
+    churns = Thread(saver, "bound-churns")
+    cfg = churns.put(None, {"doc": ""}, source="input")
+    for i in range(60):
+        cfg = churns.put(cfg, {"doc": text(rng, 2000), "messages": [{"id": "only", "text": f"edit {i} " + text(rng, 300)}]})
+    sizes = chain_sizes(conn, "bound-churns")
+    assert [s[0] for s in sizes].count(True) >= 10
+    for snap, rebuild, state, exact in sizes:
+        # the state's bytes as tracked, within a few bytes of the state's text (jsonb prints spaces)
+        assert state <= exact and exact - state < 100, (state, exact)
+        assert rebuild <= max(2 * state, 4096) + 3000
+    for cid, values in churns.states.items():
+        assert cold(conn, "bound-churns", cid) == values
+    assert listed(conn, "bound-churns") == churns.states
+
+
+def test_what_changed_in_place_is_stored(conn: psycopg.Connection[Any]) -> None:
+    """A put compares a list's items with the parent's by identity and, for
+    a model, by its fields: a message whose field was reassigned, and a
+    plain dict changed in place, are stored as changed; the remembered
+    head's values are handed out as lists of their own."""
+    saver = HxSaver(conn, schema=SCHEMA)
+    thread = f"in-place-{random.random()}"
+
+    def put(parent: Any, values: dict[str, Any], n: int) -> Any:
+        cp = empty_checkpoint()
+        cp["channel_values"] = values
+        cp["channel_versions"] = {ch: n for ch in values}
+        return saver.put(parent or {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp,
+                         {"source": "loop", "step": n}, dict(cp["channel_versions"]))
+
+    m1, m2 = HumanMessage("one", id="m1"), AIMessage("two", id="m2")
+    d1 = {"k": 1}
+    c1 = put(None, {"messages": [m1], "notes": [d1, "text"]}, 1)
+    c2 = put(c1, {"messages": [m1, m2], "notes": [d1, "text", {"k": 2}]}, 2)
+    m1.content = "one, edited"
+    d1["k"] = 10
+    c3 = put(c2, {"messages": [m1, m2, AIMessage("three", id="m3")], "notes": [d1, "text", {"k": 2}, "more"]}, 3)
+    values = cold(conn, thread, c3["configurable"]["checkpoint_id"])
+    assert [m.content for m in values["messages"]] == ["one, edited", "two", "three"]
+    assert values["notes"] == [{"k": 10}, "text", {"k": 2}, "more"]
+    assert [m.content for m in cold(conn, thread, c2["configurable"]["checkpoint_id"])["messages"]] == ["one", "two"]
+    first = saver.get_tuple(c3)
+    assert first is not None
+    first.checkpoint["channel_values"]["messages"].append(HumanMessage("not stored", id="x"))
+    again = saver.get_tuple(c3)
+    assert again is not None and [m.id for m in again.checkpoint["channel_values"]["messages"]] == ["m1", "m2", "m3"]

@@ -70,6 +70,10 @@ check "the tests' set has Debian's server whatever HX_PG_CONFIG names" \
 check "the tests' set with ci: still every base package" \
 	bash -c '[[ " $1 " == *" python3-venv "* && " $1 " == *" postgresql-99-pgtap "* ]]' _ \
 	"$(missing /usr/lib/postgresql/99/bin/pg_config ci)"
+check "the sharding set: PL/Proxy for Debian's server, pg_auto_failover, bison and flex (PL/Proxy's build for 18)" \
+	bash -c 'for p in postgresql-99-plproxy postgresql-99-auto-failover bison flex; do
+		[[ " $1 " == *" $p "* ]] || exit 1; done' _ \
+	"$(missing /usr/lib/postgresql/99/bin/pg_config shard)"
 
 # ---------------------------------------------------------------------
 # npm: a stand-in that records its arguments and installs a hidden

@@ -227,6 +227,58 @@ SELECT err($$SELECT hx_store_dropped()$$);
 DROP TABLE wrong;
 SELECT hx_doc_info(NULL) IS NULL AS null_in_null_out, '"s"'::hxdoc::jsonb AS scalar, 'null'::hxdoc::text AS json_null;
 
+-- a segment is read in whichever form it is stored: lz4 or pglz (as
+-- hx_store compresses it, by the server's build), or not compressed; a
+-- segment that is not what its row of hx_chunk says is an error, not a
+-- wrong value
+CREATE TABLE forms (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER forms_store BEFORE INSERT OR UPDATE OR DELETE ON forms
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state');
+INSERT INTO forms SELECT 1, jsonb_build_object('messages', (SELECT jsonb_agg(msg(i)) FROM generate_series(1, 120) i));
+CREATE TABLE forms_before AS SELECT state::jsonb AS s FROM forms;
+SELECT (SELECT (hx_doc_info(state)).doc FROM forms) AS forms_doc \gset
+UPDATE hx_chunk SET body = CASE seg % 3 WHEN 0 THEN hx_compress(body::text::jsonb, 'pglz') WHEN 1 THEN body::text::jsonb ELSE body END
+ WHERE doc = :forms_doc;
+SELECT array_agg(DISTINCT coalesce(pg_column_compression(body), 'none') ORDER BY coalesce(pg_column_compression(body), 'none')) AS forms, count(*) > 3 AS segments
+  FROM hx_chunk WHERE doc = :forms_doc;
+SELECT state::jsonb = (SELECT s FROM forms_before) AS same_value, jsonb_array_length(state -> 'messages') AS messages FROM forms;
+\pset tuples_only on
+\pset format unaligned
+BEGIN;
+UPDATE hx_chunk SET n = n + 1 WHERE doc = :forms_doc AND (node, seg) = (SELECT node, max(seg) FROM hx_chunk WHERE doc = :forms_doc GROUP BY node);
+SELECT regexp_replace(err($$SELECT state::text FROM forms$$), '([ (]|, )\d+', '\1N', 'g');
+ROLLBACK;
+BEGIN;
+UPDATE hx_chunk SET len = len + 4 WHERE doc = :forms_doc AND (node, seg) = (SELECT node, max(seg) FROM hx_chunk WHERE doc = :forms_doc GROUP BY node);
+SELECT regexp_replace(err($$SELECT state::text FROM forms$$), '([ (]|, )\d+', '\1N', 'g');
+ROLLBACK;
+\pset tuples_only off
+\pset format aligned
+DROP TABLE forms, forms_before;
+
+-- nothing of a document goes out of line into hx_chunk's TOAST table
+-- (logical decoding could not read it): a large string, even one that does
+-- not compress, is stored in pieces cut between characters, and a member
+-- over 3,840 bytes is a node whatever the threshold
+CREATE TABLE big_strings (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER big_strings_store BEFORE INSERT OR UPDATE OR DELETE ON big_strings
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=65536');
+INSERT INTO big_strings VALUES
+  (1, jsonb_build_object('output', (SELECT string_agg(md5(i::text) || 'é€', '') FROM generate_series(1, 4000) i))),
+  (2, jsonb_build_object('tools', (SELECT jsonb_agg(jsonb_build_object('out', repeat(md5(i::text), 200))) FROM generate_series(1, 30) i)));
+CREATE TABLE big_before AS SELECT id, state::jsonb AS s FROM big_strings;
+SELECT id, (hx_doc_info(state)).format, (hx_doc_info(state)).segments > 10 AS many_segments,
+       state::jsonb = (SELECT s FROM big_before b WHERE b.id = t.id) AS same
+  FROM big_strings t ORDER BY id;
+UPDATE big_strings SET state = hx_merge(state, jsonb_build_array(jsonb_build_object('op', 'replace', 'path', '/output',
+  'value', (SELECT string_agg('€' || md5(i::text), '') FROM generate_series(1, 3000) i)))) WHERE id = 1;
+SELECT length(state ->> 'output') AS chars, state ->> 'output' = (SELECT string_agg('€' || md5(i::text), '') FROM generate_series(1, 3000) i) AS same
+  FROM big_strings WHERE id = 1;
+SELECT max(pg_column_size(body)) <= 7680 AS segments_in_rows,
+       (SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'hx_chunk'::regclass) AS toast_bytes
+  FROM hx_chunk;
+DROP TABLE big_strings, big_before;
+
 DROP TABLE chat, audit;
 DROP FUNCTION audit(), held_value(bool, bool), msg(int);
 

@@ -23,6 +23,13 @@ The follower keeps the JavaScript HxStream's guarantees:
   fresh snapshot (a stream without a snapshot source raises Trimmed);
 - ``hx.stream_end`` is handed out with the state None, and following goes
   on (a key inserted again starts with its snapshot event);
+- its state is bounded in bytes (``max_state_bytes``, 64 MiB, the length
+  of the state's JSON text): a snapshot or an event longer than that is
+  not read from the server, and a delta that would make the state longer
+  (a ``copy`` shares what it copies, so a few bytes can double a state's
+  text) is not applied; the follower then raises ``StateTooLarge``
+  (54000) and stops.  The log is read in pages of at most ``page_size``
+  events and about ``max_state_bytes`` bytes;
 - a lost connection is retried with jittered, doubling backoff, and the
   follower catches up from its cursor; first it checks that the log still
   holds, at its cursor's seq, the event it handed out there.  PostgreSQL
@@ -46,10 +53,13 @@ import psycopg
 from psycopg import sql
 
 from hxstate import base
-from hxstate.errors import NotSetUp, Trimmed, errors
-from hxstate.patch import PatchError, apply_event, is_end
+from hxstate.errors import NotSetUp, StateTooLarge, Trimmed, errors
+from hxstate.patch import PatchError, apply_event_sized, is_end, json_size
 
-__all__ = ["follow", "Follower", "merge", "stage", "promote", "state_at", "events", "hx_schema"]
+__all__ = ["MAX_STATE_BYTES", "follow", "Follower", "merge", "stage", "promote", "state_at", "events", "hx_schema"]
+
+#: a follower's default bound on its state, in bytes of JSON text
+MAX_STATE_BYTES = 64 << 20
 
 _schemas: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], str] = weakref.WeakKeyDictionary()
 
@@ -148,6 +158,7 @@ class Follower:
         poll_interval: float = 2.0,
         page_size: int = 1000,
         reconnect: tuple[float, float] = (0.1, 5.0),
+        max_state_bytes: int = MAX_STATE_BYTES,
     ) -> None:
         if sum(x is not None for x in (table, source, stream)) != 1:
             raise ValueError("follow one of: table= and key=, source= and key=, or stream=")
@@ -161,6 +172,11 @@ class Follower:
         self.poll_interval = poll_interval
         self.page_size = page_size
         self.reconnect_bounds = reconnect
+        if max_state_bytes < 1:
+            raise ValueError("max_state_bytes must be positive")
+        self.max_state_bytes = max_state_bytes
+        #: the length of the state's JSON text, as json_size counts it
+        self.state_bytes = 0
         #: seq of the last event handed out (None before the first)
         self.seq: int | None = after
         #: the state after the last event handed out
@@ -193,21 +209,34 @@ class Follower:
             params = (self.key,)
         else:
             return None
+        # the state's length is measured by the server, and a state over
+        # the bound is not sent
         q = sql.SQL(
-            "SELECT s.stream, s.seq, s.state, "
+            "SELECT s.stream, s.seq, CASE WHEN s.n <= %s THEN s.state END, s.n, "
             "(SELECT e.event FROM {}.hx_event e WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) "
-            "FROM {} s"
+            "FROM (SELECT x.*, pg_catalog.octet_length(x.state::text) AS n FROM {} x) s"
         ).format(sql.Identifier(hx), source)
-        cur = await conn.execute(q, params)
+        cur = await conn.execute(q, (self.max_state_bytes, *params))
         row = await cur.fetchone()
         if row is None or row[0] is None:
             raise LookupError(f"no stream for key {self.key!r}")
-        return row[0], int(row[1]), row[2], row[3]
+        if row[3] is not None and row[3] > self.max_state_bytes:
+            self.stream = row[0]
+            self._too_large(f"its state at seq {row[1]} is {row[3]} bytes")
+        return row[0], int(row[1]), row[2], row[4]
+
+    def _too_large(self, what: str) -> None:
+        self._closed = True
+        raise StateTooLarge(
+            f"stream {self.stream!r} cannot be followed within {self.max_state_bytes} bytes: {what}",
+            hint="Follow it with a larger max_state_bytes, or keep the stream's state smaller.",
+        )
 
     def _start_from(self, snap: tuple[str, int, Any, dict[str, Any] | None]) -> dict[str, Any]:
         """Take a snapshot: the event that hands it out, the stream's end
         when it ended."""
         self.seq, self.state = snap[1], snap[2]
+        self.state_bytes = json_size(self.state) if self.state is not None else 0
         self._last = None
         last = snap[3]
         self.ended = last is not None and is_end(last)
@@ -273,11 +302,32 @@ class Follower:
             finally:
                 self._conn = None
 
+    async def _page(
+        self, conn: psycopg.AsyncConnection[Any], hx: str, after: int, limit: int
+    ) -> tuple[list[tuple[int, Any, int]], bool]:
+        """The stream's events after ``after``: at most ``limit``, and no
+        more than about max_state_bytes of them (at least one), each
+        measured by the server and not sent when it is longer than that
+        (None).  Returns (seq, event, its length) for each, and whether
+        there may be more."""
+        cur = await conn.execute(
+            sql.SQL(
+                "SELECT x.seq, CASE WHEN x.n <= %(max)s THEN x.event END, x.n, x.k "
+                "FROM (SELECT y.seq, y.event, y.n, pg_catalog.sum(y.n) OVER (ORDER BY y.seq) AS c, "
+                "pg_catalog.count(*) OVER () AS k "
+                "FROM (SELECT e.seq, e.event, pg_catalog.octet_length(e.event::text) AS n "
+                "FROM {}.hx_stream_events(%(stream)s, %(after)s, %(limit)s) e) y) x "
+                "WHERE x.c - x.n < %(max)s ORDER BY x.seq"
+            ).format(sql.Identifier(hx)),
+            {"max": self.max_state_bytes, "stream": self.stream, "after": after, "limit": limit},
+        )
+        rows = await cur.fetchall()
+        return [(r[0], r[1], r[2]) for r in rows], bool(rows) and (len(rows) < rows[0][3] or rows[0][3] == limit)
+
     async def _catch_up(self, conn: psycopg.AsyncConnection[Any], hx: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
         while True:
             assert self.seq is not None and self.stream is not None
-            cur = await conn.execute(base.events_sql(hx), (self.stream, self.seq, self.page_size))
-            rows = await cur.fetchall()
+            rows, more = await self._page(conn, hx, self.seq, self.page_size)
             self.stats["pages"] += 1
             if not rows:
                 return
@@ -285,20 +335,24 @@ class Follower:
                 async for item in self._resync(conn, hx, "trimmed"):
                     yield item
                 continue
-            for seq, event in rows:
+            for seq, event, n in rows:
                 if seq != self.seq + 1:
                     break
+                if event is None:
+                    self._too_large(f"event {seq} is {n} bytes")
                 try:
-                    state = apply_event(self.state, event)
+                    state, size = apply_event_sized(self.state, self.state_bytes, event, self.max_state_bytes)
                 except PatchError:
                     async for item in self._resync(conn, hx, "invalid"):
                         yield item
                     break
-                self.seq, self.state, self._last = seq, state, event
+                except StateTooLarge:
+                    self._too_large(f"event {seq} would make its state longer")
+                self.seq, self.state, self.state_bytes, self._last = seq, state, size, event
                 self.ended = is_end(event)
                 self.stats["events"] += 1
                 yield event, state
-            if len(rows) < self.page_size:
+            if not more:
                 return
 
     async def _verify(self, conn: psycopg.AsyncConnection[Any], hx: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
@@ -306,8 +360,8 @@ class Follower:
         in the log, unchanged?  Else resync (reason ``diverged``)."""
         if self._last is None or not self.seq:
             return
-        cur = await conn.execute(base.events_sql(hx), (self.stream, self.seq - 1, 1))
-        row = await cur.fetchone()
+        rows, _ = await self._page(conn, hx, self.seq - 1, 1)
+        row = rows[0] if rows else None
         if row is not None and row[0] > self.seq:
             return  # trimmed past the cursor, and the log goes on: nothing to compare
         if row is None or row[1] != self._last:

@@ -270,10 +270,41 @@ class UndefinedFunction(HxError):
     sqlstate = "42883"
 
 
+class StateTooLarge(ProgramLimitExceeded):
+    """A followed stream whose state (its JSON text) would be longer than
+    the follower's bound, max_state_bytes: the follower stops (54000)."""
+
+
 # raised by the LangGraph saver itself
 class ThreadConflict(SerializationFailure):
     """A run's checkpoint whose parent another writer already continued from:
     the thread moved on.  Retry the run from the thread's head."""
+
+
+class TypeNotAllowed(InvalidParameterValue):
+    """A value whose type the saver's serializer does not rebuild: a stored
+    value that names a type off its allow-list (planted, or stored by a
+    saver that allowed more), or a value of such a type being written."""
+
+
+class Tampered(DataCorrupted):
+    """An encrypted saver's row that does not open where it is: a ciphertext
+    moved from elsewhere (another thread, checkpoint, channel, version or
+    write), replayed, altered, or a plaintext value where ciphertext is
+    expected (XX001)."""
+
+
+class OwnerSuperseded(ObjectNotInPrerequisiteState):
+    """A write to a thread that another writer owns (it acquired the thread
+    after this writer did, or this writer released it), or without the
+    owner's token: nothing was written.  The writer was fenced off: it
+    should stop, not retry."""
+
+
+class NotOwner(InsufficientPrivilege):
+    """setup() found, in the saver's schema, what its role does not own: the
+    schema, a table or function another role made, a trigger or rule on
+    its tables, another role that may create objects there."""
 
 
 class NotSetUp(HxError):

@@ -14,12 +14,23 @@ async methods run its sync ones in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
+
+try:
+    import langgraph.checkpoint.base  # noqa: F401
+    import psycopg_pool  # noqa: F401
+except ImportError as missing:  # an install without the extra
+    raise ImportError(
+        f"hxstate.langgraph needs LangGraph and psycopg-pool ({missing.name} is missing): "
+        "pip install 'hxstate[langgraph]'"
+    ) from missing
+
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     ChannelVersions,
@@ -34,8 +45,10 @@ from psycopg_pool import ConnectionPool
 
 from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
+from hxstate.langgraph.put import SLOW
+from hxstate.langgraph.runs import Admission
 
-__all__ = ["HxSaver", "BaseHxSaver"]
+__all__ = ["Admission", "BaseHxSaver", "HxSaver"]
 
 
 class HxSaver(BaseHxSaver):
@@ -49,13 +62,15 @@ class HxSaver(BaseHxSaver):
         schema: str = DEFAULT_SCHEMA,
         serde: SerializerProtocol | None = None,
         snapshot_min_bytes: int = 65536,
-        max_chain: int = 1000,
+        rebuild_factor: float = 2.0,
+        max_chain: int = 10000,
         cache_threads: int = 256,
     ) -> None:
         self._init_base(
             schema=schema,
             serde=serde,
             snapshot_min_bytes=snapshot_min_bytes,
+            rebuild_factor=rebuild_factor,
             max_chain=max_chain,
             cache_threads=cache_threads,
         )
@@ -97,10 +112,16 @@ class HxSaver(BaseHxSaver):
                 raise
             raise new from err
 
-    def setup(self) -> None:
+    def setup(self, *, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> None:
         """Create the saver's schema and tables, or bring them up to date
-        (migrations, as PostgresSaver's setup); run it once before use."""
-        self._run(self._setup_steps())
+        (migrations, as PostgresSaver's setup); run it once before use.
+
+        Raises NotOwner (42501) when the schema holds what the saver's role
+        does not own: the schema, or an object in it, of another role, a
+        trigger or a rule on its tables, another role that may create in
+        it.  ``trusted_owners`` (role names) and ``allowed_triggers``
+        (trigger names) accept those, explicitly."""
+        self._run(self._setup_steps(trusted_owners, allowed_triggers))
 
     # -- BaseCheckpointSaver -------------------------------------------------
 
@@ -116,10 +137,11 @@ class HxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        tuples: list[CheckpointTuple] = self._run(
-            self._list_steps(config, filter, before, limit)
-        )
-        yield from tuples
+        # a page at a time, the connection free between pages
+        pager = self._pager(config, filter, before, limit)
+        while page := self._run(pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     def put(
         self,
@@ -129,8 +151,10 @@ class HxSaver(BaseHxSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         self._writes_done(config)
-        result: RunnableConfig = self._run(self._put_steps(config, checkpoint, metadata, new_versions))
-        return result
+        result = self._run(self._fast_put_steps(config, checkpoint, metadata, new_versions), transaction=False)
+        if result is SLOW:
+            result = self._run(self._put_steps(config, checkpoint, metadata, new_versions))
+        return cast(RunnableConfig, result)
 
     def _writes_done(self, config: RunnableConfig) -> None:
         """Wait until the put_writes calls on the checkpoint ``config`` names
@@ -161,7 +185,10 @@ class HxSaver(BaseHxSaver):
             if key is not None:
                 self._writing[key] = self._writing.get(key, 0) + 1
         try:
-            self._run(self._put_writes_steps(config, writes, task_id, task_path))
+            self._run(
+                self._put_writes_steps(config, writes, task_id, task_path),
+                transaction=self._writes_need_transaction(writes),
+            )
         except NonDeterministicRetry:
             raise  # what was stored first stays stored
         except BaseException as err:
@@ -192,10 +219,72 @@ class HxSaver(BaseHxSaver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._run(self._copy_thread_steps(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._run(self._prune_steps(thread_ids, strategy))
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """Delete the threads' checkpoints ("delete"), or all but the newest
+        ``keep_last`` (1) of each namespace ("keep_latest"), each that stays
+        rebuildable."""
+        self._run(self._prune_steps(thread_ids, strategy, keep_last))
+
+
+    # -- write ownership (ownership.py) ----------------------------------------
+
+    def acquire(self, thread_id: str) -> str:
+        """Take the thread: from now on a write to it must carry the token
+        returned (config ``{"configurable": {"hx_owner": token}}``); the
+        writer that had it is refused from now on (OwnerSuperseded).
+        Waits for the writes under way to end."""
+        token: str = self._run(self._acquire_steps(thread_id))
+        return token
+
+    def release(self, thread_id: str, token: str) -> bool:
+        """Give the thread up; whether ``token`` owned it."""
+        released: bool = self._run(self._release_steps(thread_id, token))
+        return released
+
+    def owner_epoch(self, thread_id: str) -> int | None:
+        """The epoch of the thread's owner (None: it has none)."""
+        epoch: int | None = self._run(self._epoch_steps(thread_id), transaction=False)
+        return epoch
+
+    # -- admissions of runs (runs.py) ------------------------------------------
+
+    def admit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        """Record a run on its thread, with its input, before it is
+        dispatched (durable before anything else of it); idempotent."""
+        admission: Admission = self._run(self._admit_steps(thread_id, run_id, input))
+        return admission
+
+    def finish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        """Record how an admitted run ended (success, interrupt, error,
+        cancelled); the first end only."""
+        done: bool = self._run(self._finish_steps(thread_id, run_id, outcome, detail))
+        return done
+
+    def admissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        """The admitted runs (of a thread, or all) that have not ended, or all
+        of them; each with the number of checkpoints it wrote."""
+        found: builtins.list[Admission] = self._run(self._admissions_steps(thread_id, unfinished), transaction=False)
+        return found
 
     # the async API, in a worker thread
+
+    async def aadmit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        return await asyncio.to_thread(self.admit, thread_id, run_id, input)
+
+    async def afinish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        return await asyncio.to_thread(self.finish, thread_id, run_id, outcome, detail)
+
+    async def aadmissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        return await asyncio.to_thread(self.admissions, thread_id, unfinished=unfinished)
+
+    async def aacquire(self, thread_id: str) -> str:
+        return await asyncio.to_thread(self.acquire, thread_id)
+
+    async def arelease(self, thread_id: str, token: str) -> bool:
+        return await asyncio.to_thread(self.release, thread_id, token)
+
+    async def aowner_epoch(self, thread_id: str) -> int | None:
+        return await asyncio.to_thread(self.owner_epoch, thread_id)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -208,11 +297,10 @@ class HxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        tuples = await asyncio.to_thread(
-            lambda: [*self.list(config, filter=filter, before=before, limit=limit)]
-        )
-        for t in tuples:
-            yield t
+        pager = self._pager(config, filter, before, limit)
+        while page := await asyncio.to_thread(self._run, pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     async def aput(
         self,
@@ -241,8 +329,8 @@ class HxSaver(BaseHxSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, keep_last=keep_last)
 
 
 def _drive(cur: psycopg.Cursor[Any], steps: Steps) -> Any:

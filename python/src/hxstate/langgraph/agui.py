@@ -4,16 +4,26 @@ The gateway serves a thread that HxSaver keeps (``@<schema>:<thread_id>``,
 followed through the saver's ``<schema>.threads`` source) as AG-UI runs:
 ``POST /agents/threads/<thread_id>``.  For each POST it hands the request's
 ``RunAgentInput`` to the application's run hook, and streams what the graph
-writes.  This module is what the hook calls, as a command:
+writes.  This module is what the hook calls, as a command (the console
+script ``hxstate-agui``, or ``python -m hxstate.langgraph.agui``):
 
-    python -m hxstate.langgraph.agui app.graph:builder --thread <thread_id> < input.json
+    hxstate-agui app.graph:builder --thread=<thread_id> < input.json
 
 or, in a Python process, ``run(graph, input, thread_id=...)`` (``arun`` for
-async graphs).  It maps the input onto the thread and runs the graph, on
-the saver, to its next stop:
+async graphs).  The command reads its whole input first, at most
+``--max-input-bytes`` (1 MiB) of JSON nested at most ``MAX_INPUT_DEPTH``
+(64) deep, and checks it, before it connects to the database.  It maps the
+input onto the thread and runs the graph, on the saver, to its next stop:
 
 - the input's new messages (AG-UI messages whose id the thread does not hold
-  yet) become LangChain messages, the graph's input at ``messages_key``;
+  yet) become LangChain messages, the graph's input at ``messages_key``.  A
+  client writes only what a user may: ``user`` messages, and ``tool``
+  results for tool calls the thread's assistant made and that have no
+  result yet (a tool the client runs).  Any other new message (``system``,
+  ``developer``, ``assistant``, a tool result for a call the assistant did
+  not make or that has its result) is refused (``hxstate_message_refused``);
+  ``activity`` and ``reasoning`` messages, which only a client displays,
+  are left out;
 - ``resume[]`` (AG-UI 1.0's ``{interruptId, status, payload}``) becomes
   ``Command(resume={interrupt_id: value})``: ``interrupt()`` returns the
   entry's payload when its status is ``resolved``, and ``{"status":
@@ -26,6 +36,7 @@ the saver, to its next stop:
 It reports the stop, ``{"outcome": "success" | "interrupt", "interrupts":
 [{"id", "value"}], "checkpoint_id"}``, or an error the gateway turns into
 RUN_ERROR: a ``RunError`` with a ``code`` (``hxstate_input_invalid``,
+``hxstate_input_too_large``, ``hxstate_message_refused``,
 ``hxstate_interrupt_pending``, ``hxstate_resume_unknown``,
 ``hxstate_thread_conflict``, or ``hxstate_run_failed`` for the graph's own
 exceptions) and ``expose``, whether its message may be shown to the client.
@@ -47,6 +58,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -59,10 +71,33 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 
-from hxstate.errors import ThreadConflict
+from hxstate.errors import HxError, NonDeterministicRetry, ThreadConflict
 from hxstate.langgraph import HxSaver
+from hxstate.langgraph.limits import check_thread_id
 
-__all__ = ["RunError", "RunResult", "arun", "main", "resume_value", "run", "to_langchain"]
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "MAX_INPUT_DEPTH",
+    "RunError",
+    "RunResult",
+    "arun",
+    "check_input",
+    "main",
+    "read_input",
+    "resume_value",
+    "run",
+    "to_langchain",
+]
+
+#: the largest input the command reads, in bytes (the gateway's maxBody)
+MAX_INPUT_BYTES = 1 << 20
+#: how deep the input's JSON may nest (a RunAgentInput needs 6)
+MAX_INPUT_DEPTH = 64
+# what a client may write: new messages of these roles (tool results only
+# for the assistant's pending calls); these others are display-only and
+# left out
+_CLIENT_ROLES = frozenset({"user", "tool"})
+_DISPLAY_ROLES = frozenset({"activity", "reasoning"})
 
 
 class RunResult(TypedDict):
@@ -191,7 +226,7 @@ def to_langchain(message: Mapping[str, Any]) -> BaseMessage | None:
     raise _invalid(f"{where}: unknown role {role!r}")
 
 
-def _entries(input: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+def _entries(input: Any) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """The input's messages and resume entries, checked for shape."""
     if not isinstance(input, Mapping):
         raise _invalid("the input is not a RunAgentInput (a JSON object)")
@@ -207,6 +242,90 @@ def _entries(input: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Ma
     return messages, resume
 
 
+def check_input(input: Any) -> None:
+    """Check a RunAgentInput's shape, and that every message maps to a
+    LangChain message, without the thread (the command does so before it
+    connects to the database).  Raises RunError (hxstate_input_invalid)."""
+    messages, _ = _entries(input)
+    for m in messages:
+        to_langchain(m)
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _depth(text: str) -> int:
+    """How deep JSON text nests (its strings left out)."""
+    depth = deepest = 0
+    for b in _BRACKET.finditer(_STRING.sub("", text)):
+        if b.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def read_input(data: bytes, *, max_bytes: int = MAX_INPUT_BYTES, max_depth: int = MAX_INPUT_DEPTH) -> Any:
+    """A RunAgentInput's JSON text (UTF-8), parsed within bounds: at most
+    ``max_bytes`` bytes (else hxstate_input_too_large) nested at most
+    ``max_depth`` deep (else hxstate_input_invalid).  ``data`` may be one
+    byte longer than the bound: the command reads that much to tell."""
+    if len(data) > max_bytes:
+        raise RunError("hxstate_input_too_large", f"the input is larger than {max_bytes} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _invalid("the input is not UTF-8") from None
+    if _depth(text) > max_depth:
+        raise _invalid(f"the input nests deeper than {max_depth} levels")
+    try:
+        return json.loads(text)
+    except ValueError as bad:
+        raise _invalid(f"the input is not JSON: {bad}") from None
+
+
+def _new_messages(messages: list[Mapping[str, Any]], held: Sequence[Any]) -> list[BaseMessage]:
+    """The input's messages that the thread does not hold yet, as LangChain
+    messages: the user's, and results of the assistant's pending tool
+    calls (a tool the client runs).  Anything else a client could write
+    (a system prompt, an assistant's words or tool calls, the result of a
+    call the assistant never made or that has its result) would speak for
+    the graph: refused."""
+    held_ids = {getattr(m, "id", None) for m in held}
+    pending: set[str] = set()
+    for m in held:
+        if isinstance(m, AIMessage):
+            pending.update(c["id"] for c in m.tool_calls if c["id"])
+    for m in held:
+        if isinstance(m, ToolMessage):
+            pending.discard(m.tool_call_id)
+    out: list[BaseMessage] = []
+    for m in messages:
+        mid, role = m.get("id"), m.get("role")
+        if mid in held_ids or role in _DISPLAY_ROLES:
+            continue
+        if role not in _CLIENT_ROLES:
+            raise RunError(
+                "hxstate_message_refused",
+                f"message {mid!r}: a client may not write {role} messages, only user messages "
+                "and the results of the assistant's pending tool calls",
+            )
+        if role == "tool":
+            call = m.get("toolCallId")
+            if call not in pending:
+                raise RunError(
+                    "hxstate_message_refused",
+                    f"message {mid!r}: tool call {call!r} is not one the assistant made and awaits a result for",
+                )
+            pending.discard(call)
+        lc = to_langchain(m)
+        assert lc is not None
+        out.append(lc)
+    return out
+
+
 def _plan(
     state: StateSnapshot,
     input: Mapping[str, Any],
@@ -215,8 +334,7 @@ def _plan(
 ) -> tuple[bool, Any]:
     """What to run for the input on the thread as it is: (run?, the graph's input)."""
     messages, resume = _entries(input)
-    held = {getattr(m, "id", None) for m in (state.values or {}).get(messages_key, []) or []}
-    new = [lc for m in messages if m.get("id") not in held and (lc := to_langchain(m)) is not None]
+    new = _new_messages(messages, (state.values or {}).get(messages_key) or [])
     pending = {i.id: i for i in state.interrupts}
     answers: dict[str, Any] = {}
     for entry in resume:
@@ -311,7 +429,8 @@ async def arun(
 
 
 def load_graph(spec: str, saver: Any) -> Pregel[Any, Any, Any, Any]:
-    """``module:attribute`` or ``path/to/file.py:attribute``: a StateGraph
+    """``module:attribute`` (the module looked for in the current directory
+    first) or ``path/to/file.py:attribute``: a StateGraph
     (compiled here with the saver), a compiled graph (its checkpointer
     replaced by the saver), or a function of the saver that returns a
     compiled graph."""
@@ -326,6 +445,11 @@ def load_graph(spec: str, saver: Any) -> Pregel[Any, Any, Any, Any]:
         module = importlib.util.module_from_spec(loaded)
         loaded.loader.exec_module(module)
     else:
+        # a module of the current directory, as python -m finds it (a
+        # console script's path does not have the directory)
+        here = os.getcwd()
+        if here not in sys.path:
+            sys.path.insert(0, here)
         module = importlib.import_module(where)
     obj = getattr(module, attr)
     if isinstance(obj, StateGraph):
@@ -343,46 +467,114 @@ def _json(value: Any) -> str:
     return json.dumps(value, default=repr, separators=(",", ":"))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command: the RunAgentInput on standard input, the report on
-    standard output."""
+# the options that take a value: "--thread VALUE" is read as "--thread=VALUE",
+# so that a value beginning with "-" (a thread "-x") is not taken for an option
+_VALUED = ("--thread", "--dsn", "--schema", "--messages-key", "--max-input-bytes")
+
+
+def _joined(argv: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a == "--":
+            out.append(a)
+            out.extend(it)
+            break
+        if a in _VALUED:
+            value = next(it, None)
+            out.append(a if value is None else f"{a}={value}")
+        else:
+            out.append(a)
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m hxstate.langgraph.agui",
-        description="Run a LangGraph graph on HxSaver for an AG-UI RunAgentInput (read from standard input), "
-        "to its next stop, and print where it stopped as JSON.",
+        prog="hxstate-agui",
+        description="Run a LangGraph graph on HxSaver for an AG-UI RunAgentInput (read whole from standard input "
+        "and checked before the database is touched), to its next stop, and print where it stopped as JSON.",
     )
     parser.add_argument("graph", nargs="?", help="module:attribute or file.py:attribute: a StateGraph, a compiled graph, or a function of the saver")
-    parser.add_argument("--thread", help="the thread id (the gateway's target key)")
+    parser.add_argument("--thread", help="the thread id (the gateway's target key); --thread=ID for an id that begins with -")
     parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL", ""), help="the database (default DATABASE_URL, else the PG* variables)")
     parser.add_argument("--schema", default="langgraph", help="the saver's schema (default langgraph)")
     parser.add_argument("--messages-key", default="messages", help="the state's key of the conversation (default messages)")
+    parser.add_argument("--max-input-bytes", type=int, default=MAX_INPUT_BYTES,
+                        help=f"the largest input read, in bytes (default {MAX_INPUT_BYTES})")
     parser.add_argument("--setup", action="store_true", help="run the saver's setup() (its tables and the threads source) and exit")
-    args = parser.parse_args(argv)
-    if not args.setup and (not args.graph or not args.thread):
+    return parser
+
+
+def _report(out: Any, value: Any) -> None:
+    print(_json(value), file=out, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command (console script ``hxstate-agui``): the RunAgentInput on
+    standard input, read whole and checked before the database is touched;
+    the report on standard output."""
+    parser = _parser()
+    args = parser.parse_args(_joined(sys.argv[1:] if argv is None else argv))
+    if not args.setup and (not args.graph or args.thread is None):
         parser.error("a graph and --thread are required (or --setup)")
+    if args.max_input_bytes < 1:
+        parser.error("--max-input-bytes must be positive")
 
     out = sys.stdout
-    try:
+    if args.setup:
         with HxSaver.from_conn_string(args.dsn, schema=args.schema) as saver:
-            if args.setup:
-                saver.setup()
-                return 0
+            saver.setup()
+        return 0
+    try:
+        # all of the input, and the thread's id, checked first: a hook that
+        # never finishes writing leaves this process waiting with nothing
+        # open, and a bad input never costs a connection
+        try:
+            check_thread_id(args.thread)
+        except HxError as bad:
+            raise _invalid(str(bad)) from None
+        payload = read_input(sys.stdin.buffer.read(args.max_input_bytes + 1), max_bytes=args.max_input_bytes)
+        check_input(payload)
+        run_id = payload.get("runId")
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise _invalid("runId is a string")
+        with HxSaver.from_conn_string(args.dsn, schema=args.schema) as saver:
+            # the run's admission, durable before anything else of it: a
+            # crash from here on leaves a record of a run that did not end
+            if run_id is not None:
+                _admit(saver, args.thread, run_id, payload)
             try:
-                payload = json.load(sys.stdin)
-            except ValueError as bad:
-                raise _invalid(f"the input is not JSON: {bad}") from None
-            # what the graph prints goes to standard error: standard output is the report's
-            with contextlib.redirect_stdout(sys.stderr):
-                graph = load_graph(args.graph, saver)
-                result = run(graph, payload, thread_id=args.thread, messages_key=args.messages_key)
+                # what the graph prints goes to standard error: standard output is the report's
+                with contextlib.redirect_stdout(sys.stderr):
+                    graph = load_graph(args.graph, saver)
+                    config: RunnableConfig | None = {"metadata": {"run_id": run_id}} if run_id is not None else None
+                    result = run(graph, payload, thread_id=args.thread, messages_key=args.messages_key, config=config)
+            except Exception as exc:
+                if run_id is not None:
+                    saver.finish(args.thread, run_id, "error", _failed(exc).code)
+                raise
+            if run_id is not None:
+                saver.finish(args.thread, run_id, result["outcome"])
     except Exception as exc:
         err = _failed(exc)
         if not err.expose:
             traceback.print_exc(file=sys.stderr)
-        print(_json({"error": err.as_json()}), file=out, flush=True)
+        _report(out, {"error": err.as_json()})
         return 1
-    print(_json(result), file=out, flush=True)
+    _report(out, result)
     return 0
+
+
+def _admit(saver: HxSaver, thread_id: str, run_id: str, payload: Any) -> None:
+    """Admit the run (HxSaver.admit), once: a run admitted before and ended
+    is not run again, nor one admitted with another input; one admitted
+    and lost (no end) runs again."""
+    try:
+        admission = saver.admit(thread_id, run_id, payload)
+    except NonDeterministicRetry:
+        raise RunError("hxstate_run_duplicate", f"run {run_id} was admitted before, with another input") from None
+    if admission.outcome is not None:
+        raise RunError("hxstate_run_duplicate", f"run {run_id} was admitted before and ended ({admission.outcome})")
 
 
 if __name__ == "__main__":

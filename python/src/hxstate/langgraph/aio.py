@@ -13,9 +13,10 @@ saver's event loop (as AsyncPostgresSaver's do).
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
@@ -32,6 +33,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from hxstate.errors import NonDeterministicRetry, translate
 from hxstate.langgraph.base import DEFAULT_SCHEMA, BaseHxSaver, Steps, checkpoint_key
+from hxstate.langgraph.put import SLOW
+from hxstate.langgraph.runs import Admission
 
 __all__ = ["AsyncHxSaver"]
 
@@ -49,13 +52,15 @@ class AsyncHxSaver(BaseHxSaver):
         schema: str = DEFAULT_SCHEMA,
         serde: SerializerProtocol | None = None,
         snapshot_min_bytes: int = 65536,
-        max_chain: int = 1000,
+        rebuild_factor: float = 2.0,
+        max_chain: int = 10000,
         cache_threads: int = 256,
     ) -> None:
         self._init_base(
             schema=schema,
             serde=serde,
             snapshot_min_bytes=snapshot_min_bytes,
+            rebuild_factor=rebuild_factor,
             max_chain=max_chain,
             cache_threads=cache_threads,
         )
@@ -87,9 +92,11 @@ class AsyncHxSaver(BaseHxSaver):
                 raise
             raise new from err
 
-    async def setup(self) -> None:
-        """Create the saver's schema and tables, or bring them up to date."""
-        await self._run(self._setup_steps())
+    async def setup(self, *, trusted_owners: Sequence[str] = (), allowed_triggers: Sequence[str] = ()) -> None:
+        """Create the saver's schema and tables, or bring them up to date;
+        refuses a schema that holds what the saver's role does not own
+        (HxSaver.setup)."""
+        await self._run(self._setup_steps(trusted_owners, allowed_triggers))
 
     # -- BaseCheckpointSaver, async ---------------------------------------------
 
@@ -105,11 +112,11 @@ class AsyncHxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        tuples: list[CheckpointTuple] = await self._run(
-            self._list_steps(config, filter, before, limit)
-        )
-        for t in tuples:
-            yield t
+        # a page at a time, the connection free between pages
+        pager = self._pager(config, filter, before, limit)
+        while page := await self._run(pager.page_steps()):
+            for item in page:
+                yield pager.tuple_of(item)
 
     async def aput(
         self,
@@ -127,8 +134,10 @@ class AsyncHxSaver(BaseHxSaver):
                 raise RuntimeError(
                     f"the writes of a task at checkpoint {key[2]} were not stored, so the next checkpoint is not either"
                 ) from failed
-        result: RunnableConfig = await self._run(self._put_steps(config, checkpoint, metadata, new_versions))
-        return result
+        result = await self._run(self._fast_put_steps(config, checkpoint, metadata, new_versions), transaction=False)
+        if result is SLOW:
+            result = await self._run(self._put_steps(config, checkpoint, metadata, new_versions))
+        return cast(RunnableConfig, result)
 
     async def aput_writes(
         self,
@@ -141,7 +150,10 @@ class AsyncHxSaver(BaseHxSaver):
         if key is not None:
             self._writing[key] = self._writing.get(key, 0) + 1
         try:
-            await self._run(self._put_writes_steps(config, writes, task_id, task_path))
+            await self._run(
+                self._put_writes_steps(config, writes, task_id, task_path),
+                transaction=self._writes_need_transaction(writes),
+            )
         except NonDeterministicRetry:
             raise  # what was stored first stays stored
         except BaseException as err:
@@ -170,10 +182,59 @@ class AsyncHxSaver(BaseHxSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._run(self._copy_thread_steps(source_thread_id, target_thread_id))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._run(self._prune_steps(thread_ids, strategy))
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        """AsyncHxSaver's prune (HxSaver.prune)."""
+        await self._run(self._prune_steps(thread_ids, strategy, keep_last))
+
+    # -- write ownership (ownership.py) ----------------------------------------
+
+    async def aacquire(self, thread_id: str) -> str:
+        """HxSaver.acquire, async."""
+        token: str = await self._run(self._acquire_steps(thread_id))
+        return token
+
+    async def arelease(self, thread_id: str, token: str) -> bool:
+        released: bool = await self._run(self._release_steps(thread_id, token))
+        return released
+
+    async def aowner_epoch(self, thread_id: str) -> int | None:
+        epoch: int | None = await self._run(self._epoch_steps(thread_id), transaction=False)
+        return epoch
+
+    # -- admissions of runs (runs.py) ------------------------------------------
+
+    async def aadmit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        """HxSaver.admit, async."""
+        admission: Admission = await self._run(self._admit_steps(thread_id, run_id, input))
+        return admission
+
+    async def afinish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        done: bool = await self._run(self._finish_steps(thread_id, run_id, outcome, detail))
+        return done
+
+    async def aadmissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        found: builtins.list[Admission] = await self._run(self._admissions_steps(thread_id, unfinished), transaction=False)
+        return found
 
     # -- the sync API, on the saver's loop ----------------------------------------
+
+    def admit(self, thread_id: str, run_id: str, input: Any) -> Admission:
+        return self._sync(self.aadmit(thread_id, run_id, input))
+
+    def finish(self, thread_id: str, run_id: str, outcome: str, detail: str | None = None) -> bool:
+        return self._sync(self.afinish(thread_id, run_id, outcome, detail))
+
+    def admissions(self, thread_id: str | None = None, *, unfinished: bool = True) -> builtins.list[Admission]:
+        return self._sync(self.aadmissions(thread_id, unfinished=unfinished))
+
+    def acquire(self, thread_id: str) -> str:
+        return self._sync(self.aacquire(thread_id))
+
+    def release(self, thread_id: str, token: str) -> bool:
+        return self._sync(self.arelease(thread_id, token))
+
+    def owner_epoch(self, thread_id: str) -> int | None:
+        return self._sync(self.aowner_epoch(thread_id))
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
@@ -198,10 +259,10 @@ class AsyncHxSaver(BaseHxSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        async def collect() -> list[CheckpointTuple]:
-            return [t async for t in self.alist(config, filter=filter, before=before, limit=limit)]
-
-        yield from self._sync(collect())
+        pager = self._pager(config, filter, before, limit)
+        while page := self._sync(self._run(pager.page_steps())):
+            for item in page:
+                yield pager.tuple_of(item)
 
     def put(
         self,
@@ -230,8 +291,8 @@ class AsyncHxSaver(BaseHxSaver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._sync(self.aprune(thread_ids, strategy=strategy))
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep_last: int | None = None) -> None:
+        self._sync(self.aprune(thread_ids, strategy=strategy, keep_last=keep_last))
 
 
 async def _drive_conn(conn: AsyncConnection[Any], steps: Steps, transaction: bool) -> Any:

@@ -63,6 +63,22 @@ def sources_of(state: dict[str, Any], skip: str) -> Sources:
     return out
 
 
+def same(a: Any, b: Any) -> bool:
+    """Equal as JSON text: the same values of the same types, an object's
+    keys in the same order (``==`` ignores it, and a value whose keys
+    changed order would keep its old order)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        return len(a) == len(b) and all(ka == kb and same(va, vb) for (ka, va), (kb, vb) in zip(a.items(), b.items()))
+    if t is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
 def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None = None) -> Ops | None:
     """Ops from list ``old`` to list ``new``, or None when only a whole set
     says it.  Items that are the same object in both are not compared."""
@@ -73,7 +89,7 @@ def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None 
     new_ids = _ids(new) if old_ids is not None else None
     if old_ids is None or new_ids is None:
         # not a list of messages: only growth at the end has an op
-        if len(new) >= n and all(a is b or a == b for a, b in zip(old, new)):
+        if len(new) >= n and all(same(a, b) for a, b in zip(old, new)):
             return [] if len(new) == n else [{"op": "append", "path": path, "items": new[n:]}]
         return None
     new_set = set(new_ids)
@@ -87,7 +103,7 @@ def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None 
     changed = [
         it
         for i, it in zip(new_ids[: len(kept)], new[: len(kept)])
-        if not ((o := old_by_id[i]) is it or o == it)
+        if not same(old_by_id[i], it)
     ]
     ops: Ops = []
     if removed:
@@ -99,7 +115,34 @@ def list_ops(path: str, old: list[Any], new: list[Any], sources: Sources | None 
     run: list[Any] = []
     for i, it in zip(new_ids[len(kept) :], new[len(kept) :]):
         src = sources.get(i) if sources else None
-        if src is not None and (src[1] is it or src[1] == it):
+        if src is not None and same(src[1], it):
+            if run:
+                ops.append({"op": "upsert", "path": path, "items": run})
+                run = []
+            ops.append({"op": "copy", "from": src[0], "path": path + "/-"})
+        else:
+            run.append(it)
+    if run:
+        ops.append({"op": "upsert", "path": path, "items": run})
+    return ops
+
+
+def appended_ops(channel: str, tail: list[Any], *, keyed: bool, sources: Sources | None = None) -> Ops:
+    """Ops that add ``tail`` at the end of the channel's list (which already
+    is the parent's list): for a list of objects with ids (``keyed``, and
+    the tail's ids new) by ``upsert``, each item the parent state holds in
+    LangGraph's own channels (``sources``) by a ``copy`` from there; for
+    another list by ``append``."""
+    if not tail:
+        return []
+    path = pointer(channel)
+    if not keyed:
+        return [{"op": "append", "path": path, "items": tail}]
+    ops: Ops = []
+    run: list[Any] = []
+    for it in tail:
+        src = sources.get(it["id"]) if sources else None
+        if src is not None and same(src[1], it):
             if run:
                 ops.append({"op": "upsert", "path": path, "items": run})
                 run = []
@@ -122,7 +165,7 @@ def value_ops(channel: str, old: Any, new: Any, *, had: bool, sources: Sources |
             ops = list_ops(path, old, new, sources)
             if ops is not None:
                 return ops
-        elif old == new and type(old) is type(new):
+        elif same(old, new):
             return []
     return [{"op": "add", "path": path, "value": new}]
 
@@ -138,14 +181,26 @@ def resolve(state: Any, ptr: str) -> Any:
     return state
 
 
-def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
-    """Apply many deltas to a state of one's own, in place: lists are
-    changed where they are and each list's ids are indexed once, so a long
-    chain costs the state plus its ops (apply_ops copies each list it
-    changes, as a shared state needs)."""
-    indexes: dict[str, dict[Any, int]] = {}
-    channels: dict[str, str] = {}  # path -> channel: a chain names a few channels many times
-    for ops in deltas:
+class Replayer:
+    """Deltas applied one after another to a state of its own, in place:
+    lists are changed where they are and each list's ids are indexed once,
+    so a long chain costs the state plus its ops (apply_ops copies each
+    list it changes, as a shared state needs).  ``copy()`` takes the state
+    as it is now, to keep while the replay goes on."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+        self._indexes: dict[str, dict[Any, int]] = {}
+        self._channels: dict[str, str] = {}  # path -> channel: a chain names a few channels many times
+
+    def copy(self) -> dict[str, Any]:
+        """The state now: its lists copied (the replay changes them in
+        place), their items and the other values shared (the replay
+        replaces those, never changes them)."""
+        return {ch: v.copy() if type(v) is list else v for ch, v in self.state.items()}
+
+    def apply(self, ops: Ops) -> None:
+        state, indexes, channels = self.state, self._indexes, self._channels
         for op in ops:
             path = op["path"]
             ch = channels.get(path)
@@ -154,7 +209,11 @@ def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
             kind = op["op"]
             # what apply_ops does, without a call per op
             if kind == "add":
-                state[ch] = op["value"]
+                # a list of its own: it is changed in place later, and the
+                # op may be replayed again (Pager replays a page's deltas
+                # once per branch)
+                value = op["value"]
+                state[ch] = value.copy() if type(value) is list else value
                 indexes.pop(ch, None)
                 continue
             if kind == "delete":
@@ -183,7 +242,14 @@ def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
             else:
                 indexes.pop(ch, None)
                 apply_ops(state, [op])
-    return state
+
+
+def replay(state: dict[str, Any], deltas: list[Ops]) -> dict[str, Any]:
+    """Apply many deltas to a state of one's own, in place (Replayer)."""
+    r = Replayer(state)
+    for ops in deltas:
+        r.apply(ops)
+    return r.state
 
 
 def apply_ops(state: dict[str, Any], ops: Ops) -> dict[str, Any]:
@@ -270,4 +336,24 @@ def to_patch(ops: Ops, before: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def size(j: Any) -> int:
-    return len(json.dumps(j, separators=(",", ":")))
+    """The length of a value's JSON text as the saver writes it."""
+    return len(json.dumps(j, separators=(",", ":"), ensure_ascii=False))
+
+
+def size_after(old: Any, new: Any, ops: Ops, old_size: int | None) -> int:
+    """The length of ``new``'s JSON text, from ``old``'s (``old_size``, when
+    known) when ``ops`` only added items at the end of a list (append,
+    copy, upsert of new ids), which is measuring the new items only;
+    measured whole otherwise."""
+    if old_size is None or type(old) is not list or type(new) is not list or len(new) < len(old):
+        return size(new)
+    kinds = {op["op"] for op in ops}
+    if not kinds <= {"append", "copy", "upsert"}:
+        return size(new)
+    if "upsert" in kinds:
+        old_ids = {it.get("id") for it in old if type(it) is dict}
+        for op in ops:
+            if op["op"] == "upsert" and any(type(it) is dict and it.get("id") in old_ids for it in op["items"]):
+                return size(new)  # an item replaced
+    tail = new[len(old):]
+    return old_size + sum(size(x) + 1 for x in tail) - (1 if tail and not old else 0)

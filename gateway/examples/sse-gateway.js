@@ -3,7 +3,7 @@
 // browsers: hxstate-gateway mounted under /hx, with the application's own
 // rule for who may read which session (the row's user_id).
 //
-//   DATABASE_URL=postgres:///app node client/examples/sse-gateway.js      (PORT=8080)
+//   DATABASE_URL=postgres:///app node gateway/examples/sse-gateway.js     (PORT=8080)
 //   curl -N -H 'cookie: user=u-7' localhost:8080/hx/streams/sessions/s-42
 //
 // Browsers: new EventSource('/hx/streams/sessions/s-42') (the cookie goes
@@ -28,7 +28,9 @@ async function main() {
   });
   await gateway.ready;
 
-  const server = http.createServer((req, res) => {
+  // a server's own bounds, as createServer(gateway) sets them: headers within
+  // 10 s, a whole request within 30 s, at most 10,000 connections
+  const server = http.createServer({ headersTimeout: 10000, requestTimeout: 30000 }, (req, res) => {
     if (req.url.startsWith('/hx/')) {
       req.url = req.url.slice('/hx'.length); // the gateway's paths are relative to where it is mounted
       gateway.handler(req, res);
@@ -36,6 +38,7 @@ async function main() {
     }
     res.writeHead(200, { 'content-type': 'text/plain' }).end('the application\n');
   });
+  server.maxConnections = 10000;
   server.listen(Number(process.env.PORT || 8080), () => {
     console.log(`listening on http://localhost:${server.address().port}/ (the gateway under /hx/)`);
   });

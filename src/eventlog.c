@@ -123,6 +123,7 @@ typedef struct LogPartition
 } LogPartition;
 
 static LogPartition log_parts[HX_LOG_BUCKETS];
+static uint64 log_partition_invals = 0; /* relcache invalidations seen */
 
 static void
 log_relcache_callback(Datum arg, Oid relid)
@@ -131,6 +132,7 @@ log_relcache_callback(Datum arg, Oid relid)
 	int			i;
 	int			k;
 
+	log_partition_invals++;
 	if (all)
 		stale = true;
 	for (i = 0; i < HX_LOG_BUCKETS; i++)
@@ -505,38 +507,20 @@ compile_index_info(IndexInfo *ii)
 }
 
 /*
- * What writing into partition b (open as part) needs (LogPartition), as
- * ExecRelCheck() and ExecOpenIndices() would make it: NULL when busy, and
- * the executor makes its own.  Its indexes are opened (and locked) here
- * when it is made.
+ * Make what writing into partition part needs, into the current context
+ * (as ExecRelCheck() and ExecOpenIndices() would make it).  Compiling
+ * expressions may run functions (the planner folds immutable ones), and
+ * opening the indexes may process invalidations: the caller makes it into
+ * a context of its own, and marks the partition busy meanwhile.
  */
-static LogPartition *
-log_partition_for(int b, Relation part)
+static void
+make_log_partition(LogPartition *lp, Relation part, int ncheck)
 {
-	LogPartition *lp = &log_parts[b];
 	TupleConstr *constr = part->rd_att->constr;
-	int			ncheck = constr ? constr->num_check : 0;
-	MemoryContext old;
 	List	   *indexoids;
 	ListCell   *lc;
 	int			i;
 
-	if (lp->busy)
-		return NULL;
-	if (lp->valid && lp->relid == RelationGetRelid(part) && lp->ncheck == ncheck)
-		return lp;
-	if (lp->cxt)
-		MemoryContextDelete(lp->cxt);
-	memset(lp, 0, sizeof(LogPartition));
-	if (ncheck != part->rd_rel->relchecks)
-		return NULL;			/* ExecRelCheck() reports it */
-
-	lp->cxt = AllocSetContextCreate(CacheMemoryContext,
-									"hxstate log partition",
-									ALLOCSET_SMALL_SIZES);
-	/* valid from here, unless an invalidation comes while it is made */
-	lp->valid = true;
-	old = MemoryContextSwitchTo(lp->cxt);
 	lp->checks = palloc0(Max(ncheck, 1) * sizeof(ExprState *));
 	for (i = 0; i < ncheck; i++)
 		if (hx_check_enforced(&constr->check[i]))
@@ -565,9 +549,74 @@ log_partition_for(int b, Relation part)
 		i++;
 	}
 	list_free(indexoids);
-	MemoryContextSwitchTo(old);
 	lp->relid = RelationGetRelid(part);
 	lp->ncheck = ncheck;
+}
+
+/* make_log_partition() for partition b, busy meanwhile */
+static void
+make_log_partition_busy(int b, LogPartition *fresh, Relation part, int ncheck)
+{
+	log_parts[b].busy = true;
+	PG_TRY();
+	{
+		make_log_partition(fresh, part, ncheck);
+	}
+	PG_FINALLY();
+	{
+		log_parts[b].busy = false;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * What writing into partition b (open as part) needs (LogPartition): NULL
+ * when busy, or when it could not be made whole, and the executor makes
+ * its own.  Its indexes are opened (and locked) here when it is made.
+ *
+ * It is made in a fresh context under the current one, with the partition
+ * marked busy, and installed only once whole: an event written meanwhile
+ * (by a function the planner folds) finds it busy instead of freeing the
+ * memory being written, and an error leaves the slot empty, the fresh
+ * context going with the call's memory.  It is valid only if no relcache
+ * invalidation arrived while it was made (log_partition_invals).
+ */
+static LogPartition *
+log_partition_for(int b, Relation part)
+{
+	LogPartition *lp = &log_parts[b];
+	TupleConstr *constr = part->rd_att->constr;
+	int			ncheck = constr ? constr->num_check : 0;
+	LogPartition *fresh;
+	MemoryContext cxt;
+	MemoryContext old;
+	uint64		invals;
+
+	if (lp->busy)
+		return NULL;
+	if (lp->valid && lp->relid == RelationGetRelid(part) && lp->ncheck == ncheck)
+		return lp;
+	if (lp->cxt)
+		MemoryContextDelete(lp->cxt);
+	memset(lp, 0, sizeof(LogPartition));
+	if (ncheck != part->rd_rel->relchecks)
+		return NULL;			/* ExecRelCheck() reports it */
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext,
+								"hxstate log partition",
+								ALLOCSET_SMALL_SIZES);
+	fresh = MemoryContextAllocZero(cxt, sizeof(LogPartition));
+	invals = log_partition_invals;
+	old = MemoryContextSwitchTo(cxt);
+	make_log_partition_busy(b, fresh, part, ncheck);
+	MemoryContextSwitchTo(old);
+
+	/* nothing made one meanwhile: it was busy */
+	Assert(lp->cxt == NULL);
+	MemoryContextSetParent(cxt, CacheMemoryContext);
+	*lp = *fresh;
+	lp->cxt = cxt;
+	lp->valid = (invals == log_partition_invals);
 	return lp;
 }
 

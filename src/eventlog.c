@@ -98,8 +98,9 @@ static int64 inserting_seq = 0;
  * and ExecOpenIndices() builds each index's IndexInfo, compiling a partial
  * index's predicate, and insert_direct() makes one per event): the
  * compiled CHECK constraints, and the indexes with their IndexInfo, the
- * expressions and predicates compiled.  In cxt, a child of
- * CacheMemoryContext, replaced when stale; valid until a relcache
+ * expressions and predicates compiled.  In cxt, made under the call's
+ * memory and moved under CacheMemoryContext once whole (log_partition_for),
+ * deleted when replaced (never while busy); valid until a relcache
  * invalidation of the partition (a constraint or an index added or
  * dropped sends one), of one of its indexes, or of the log.  The indexes
  * are kept only when all are btree indexes (no other access method keeps

@@ -19,15 +19,11 @@ BEGIN
 	RETURN true;
 END
 $$;
+-- today's partition (UTC), which the events below go to
+SELECT partition AS part FROM hx_event_ring(now())
+ WHERE day = (now() AT TIME ZONE 'UTC')::date \gset
 SELECT hx_stream_send('@logcache', '{"type": "CUSTOM", "name": "first"}');
-DO $$
-DECLARE
-	p regclass;
-BEGIN
-	SELECT partition INTO p FROM hx_event_ring(now()) WHERE current;
-	EXECUTE format('ALTER TABLE %s ADD CONSTRAINT logcache_check CHECK (logcache_writer())', p);
-END
-$$;
+ALTER TABLE :part ADD CONSTRAINT logcache_check CHECK (logcache_writer());
 SET logcache.write = on;
 SELECT hx_stream_send('@logcache', '{"type": "CUSTOM", "name": "second"}');
 RESET logcache.write;
@@ -36,14 +32,23 @@ SELECT hx_stream_send('@logcache', '{"type": "CUSTOM", "name": "third"}');
 SELECT stream, seq, event->>'name' AS name FROM hx_event
  WHERE stream LIKE '@logcache%' ORDER BY stream, seq;
 
-DO $$
-DECLARE
-	p regclass;
-BEGIN
-	FOR p IN SELECT partition FROM hx_event_ring(now()) LOOP
-		EXECUTE format('ALTER TABLE %s DROP CONSTRAINT IF EXISTS logcache_check', p);
-	END LOOP;
-END
-$$;
+-- an index this session adds to the partition (here a partial unique
+-- index on an expression) takes the next event, and goes when its
+-- transaction rolls back (the invalidations replayed at abort): the
+-- backend opens it no more
+BEGIN;
+CREATE UNIQUE INDEX logcache_unique ON :part ((event->>'name')) WHERE stream = '@logcache-dup';
+SELECT hx_stream_send('@logcache-dup', '{"type": "CUSTOM", "name": "dup"}');
+SAVEPOINT s;
+SELECT hx_stream_send('@logcache-dup', '{"type": "CUSTOM", "name": "dup"}');
+ROLLBACK TO SAVEPOINT s;
+ROLLBACK;
+SELECT hx_stream_send('@logcache-dup', '{"type": "CUSTOM", "name": "dup"}');
+SELECT hx_stream_send('@logcache-dup', '{"type": "CUSTOM", "name": "dup"}');
+SELECT stream, seq, event->>'name' AS name FROM hx_event
+ WHERE stream = '@logcache-dup' ORDER BY seq;
+
+ALTER TABLE :part DROP CONSTRAINT logcache_check;
+\unset part
 DROP FUNCTION logcache_writer();
 DELETE FROM hx_event WHERE stream LIKE '@logcache%';

@@ -112,8 +112,9 @@ typedef struct StoreArgs
 	int			segment;		/* bytes: a segment's target size */
 	AttrNumber	from;			/* a jsonb column the value is taken from */
 	const char *fromname;
-	char	   *later[3];		/* a BEFORE row trigger that fires after it, on
-								 * INSERT, UPDATE, DELETE */
+	char	   *later[2][3];	/* a BEFORE row trigger that fires after it,
+								 * as the session's role is origin (or local)
+								 * or replica, on INSERT, UPDATE, DELETE */
 } StoreArgs;
 
 /* A document being written */
@@ -177,7 +178,11 @@ parse_bytes(Trigger *tg, const char *opt, const char *value, int min, int max)
  * hx_store trigger of the table may follow it, if the two store different
  * columns.  The triggers that follow it, by event, go to args->later[]
  * (checked as each row fires: an INSERT ... ON CONFLICT DO UPDATE fires
- * both INSERT and UPDATE triggers in one statement).
+ * both INSERT and UPDATE triggers in one statement), for each value of
+ * session_replication_role: a trigger enabled for replicas only counts
+ * where the session replicates (an apply worker), one enabled for the
+ * origin only where it does not, and hx_store is only checked where it
+ * fires itself.
  */
 static void
 check_trigger_order(Trigger *tg, Relation rel, StoreArgs *args, MemoryContext cxt)
@@ -224,9 +229,16 @@ check_trigger_order(Trigger *tg, Relation rel, StoreArgs *args, MemoryContext cx
 			}
 			continue;
 		}
-		for (int e = 0; after && e < 3; e++)
-			if ((other->tgtype & events[e]) && args->later[e] == NULL)
-				args->later[e] = MemoryContextStrdup(cxt, other->tgname);
+		for (int r = 0; after && r < 2; r++)
+		{
+			/* whether it fires as PostgreSQL's trigger code decides */
+			if (r == 0 ? other->tgenabled == TRIGGER_FIRES_ON_REPLICA
+				: other->tgenabled == TRIGGER_FIRES_ON_ORIGIN)
+				continue;
+			for (int e = 0; e < 3; e++)
+				if ((other->tgtype & events[e]) && args->later[r][e] == NULL)
+					args->later[r][e] = MemoryContextStrdup(cxt, other->tgname);
+		}
 	}
 }
 
@@ -236,15 +248,16 @@ check_last(TriggerData *trigdata, StoreArgs *args)
 {
 	TriggerEvent ev = trigdata->tg_event;
 	int			e = TRIGGER_FIRED_BY_INSERT(ev) ? 0 : TRIGGER_FIRED_BY_UPDATE(ev) ? 1 : 2;
+	int			r = (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA) ? 1 : 0;
 
-	if (args->later[e] != NULL)
+	if (args->later[r][e] != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("trigger \"%s\" must fire after every other BEFORE %s row trigger of relation \"%s\"",
 						trigdata->tg_trigger->tgname, e == 0 ? "INSERT" : e == 1 ? "UPDATE" : "DELETE",
 						RelationGetRelationName(trigdata->tg_relation)),
 				 errdetail("Trigger \"%s\" fires after it, and could change the value it stores or skip the row.",
-						   args->later[e]),
+						   args->later[r][e]),
 				 errhint("Triggers fire in the order of their names: rename one of them.")));
 }
 

@@ -12,7 +12,9 @@
 //                  replayed from seq 1, stop, print figures -> "final <passed> <failed>"
 //
 // Environment: PGHOST etc. (the cluster), HX_CRASH_WRITERS (8),
-// HX_CRASH_SESSIONS (40), HX_SEED (the writers' choices; printed).
+// HX_CRASH_SESSIONS (40), HX_SEED (the writers' choices; printed),
+// HX_CRASH_LAYOUT (hxdoc: the state column as docs/sessions.sql has it;
+// jsonb: test/crash/run made it a jsonb column without hx_store).
 //
 // Writers: HX_CRASH_WRITERS processes (writer.js), each sending hx_merge
 // UPDATEs to random sessions, most in autocommit, some two in a transaction
@@ -61,8 +63,20 @@
 //   follower  each follower caught up to its stream's last seq, with the
 //             row's state, having seen each seq once, and its state at
 //             every seq equals the replay's state at that seq
+//   layout    the state is stored as HX_CRASH_LAYOUT says (checkLayout;
+//             test/crash/run says what it checks)
 // Between checks the replays go on from the seq and state the last check
-// verified; the final check replays every log from seq 1.
+// verified; the final check replays every log from seq 1, and adds:
+//   state-at  hx_stream_state_at(stream, last seq) equals the row's state
+//             (JSON null for a deleted row)
+//   pieces    with hxdoc: the hot sessions are in pieces, in more than one
+//             segment; every churn row there is in pieces; documents were
+//             deleted during the run (hx_doc_seq is past the documents
+//             left)
+// and, once it has committed, with the writers stopped:
+//   gc        hx_store_gc('sessions') leaves exactly one document per row
+//             in pieces, none dropped, and every row's state as the final
+//             check verified it
 const path = require('node:path');
 const readline = require('node:readline');
 const { fork } = require('node:child_process');
@@ -79,6 +93,11 @@ const FOLLOWED = [sessionKey(1), sessionKey(2), CHURN_KEYS[0]];
 // it stuck: deadlock guards, not timing assertions.
 const PATIENCE_MS = 180000;
 const PAGE = 2000;
+const LAYOUT = process.env.HX_CRASH_LAYOUT || 'hxdoc';
+// hx_store's threshold as docs/sessions.sql attaches it (the default, 2
+// kB): a state whose jsonb is larger is stored in pieces; one of at most
+// half of it is in line (a larger one stays as it was stored)
+const THRESHOLD = 2048;
 
 const say = (...args) => console.error(...args);
 /** The first line of an error's message, at most 200 characters. */
@@ -104,6 +123,9 @@ const groups = new Map();  // group -> ids of the writes one transaction made
 const figures = {
   acked: 0, doubt: 0, landed: 0, absent: 0, aborted: 0, failed: 0, inserts: 0,
   checks: 0, passed: 0, failedChecks: 0,
+  // the layout as the checks found it: rows in pieces (most at a check),
+  // segments of the largest, dropped documents seen, documents numbered
+  chunkedRows: 0, maxSegments: 0, droppedSeen: new Set(), docsNumbered: 0, collected: 0, leftByConflicts: 0,
 };
 let rejections = []; // statements rejected with an ERROR since the last check
 let started = 0;     // writers that have reported a write
@@ -506,6 +528,160 @@ async function replayNode(db, rows, from) {
   return { bad, compared };
 }
 
+/**
+ * How the states are stored (run in the check's snapshot, as a superuser:
+ * hx_doc and hx_chunk grant nothing to anyone else).
+ */
+async function checkLayout(db) {
+  const bad = [];
+  await db.query('SAVEPOINT layout');
+  try {
+    const { rows: [col] } = await db.query(`
+      SELECT format_type(atttypid, atttypmod) AS type, attnum FROM pg_attribute
+       WHERE attrelid = 'sessions'::regclass AND attname = 'state'`);
+    if (LAYOUT === 'jsonb') {
+      if (col.type !== 'jsonb') bad.push(`the state column is ${col.type}, not jsonb`);
+      const { rows: [d] } = await db.query('SELECT count(*)::int AS n FROM hx_doc');
+      if (d.n !== 0) bad.push(`hx_doc holds ${d.n} documents, with no hxdoc column`);
+      await db.query('RELEASE SAVEPOINT layout');
+      return bad;
+    }
+    if (col.type !== 'hxdoc') bad.push(`the state column is ${col.type}, not hxdoc`);
+    // each row's value as stored (reading it whole: a segment missing is an error)
+    const { rows } = await db.query(`
+      SELECT s.session_id AS key, i.format, i.doc::text AS doc, i.gen::text AS gen,
+             i.segments, i.json_bytes::int AS bytes
+        FROM sessions s, hx_doc_info(s.state) i ORDER BY s.session_id`);
+    const { rows: docs } = await db.query(`
+      SELECT doc::text AS doc, dropped, rel = 'sessions'::regclass AS ours, att FROM hx_doc`);
+    const byDoc = new Map(docs.map((d) => [d.doc, d]));
+    const held = new Map();
+    let chunked = 0;
+    for (const r of rows) {
+      if (r.format === 'chunked') {
+        chunked++;
+        figures.maxSegments = Math.max(figures.maxSegments, r.segments);
+        const d = byDoc.get(r.doc);
+        if (!d) bad.push(`${r.key}: document ${r.doc} has no row in hx_doc`);
+        else if (!d.ours || d.att !== col.attnum) bad.push(`${r.key}: document ${r.doc} belongs to another column`);
+        else if (d.dropped) bad.push(`${r.key}: its document ${r.doc} is marked dropped`);
+        if (held.has(r.doc)) bad.push(`${r.key} and ${held.get(r.doc)} hold one document, ${r.doc}`);
+        held.set(r.doc, r.key);
+        if (r.bytes <= THRESHOLD / 2) bad.push(`${r.key}: ${r.bytes} bytes, in pieces`);
+      } else if (r.bytes > THRESHOLD) {
+        bad.push(`${r.key}: ${r.bytes} bytes, in line`);
+      }
+    }
+    figures.chunkedRows = Math.max(figures.chunkedRows, chunked);
+    // A document held by no row and not dropped is one an INSERT ... ON
+    // CONFLICT DO NOTHING of a churn row left behind: hx_store stored its
+    // state before the conflict was found, and nothing deletes it but
+    // hx_store_gc.  Exactly one per committed insert that inserted nothing
+    // (and at most one per insert in doubt); any other is a leak.
+    let unheld = 0;
+    for (const d of docs) {
+      if (d.dropped) figures.droppedSeen.add(d.doc);
+      else if (d.ours && !held.has(d.doc)) unheld++;
+    }
+    let conflicted = 0;
+    let doubtful = 0;
+    for (const rec of journal.values()) {
+      if (!rec.churn) continue;
+      if (rec.outcome === 'ack' && !rec.inserted) conflicted++;
+      if (rec.outcome === 'doubt') doubtful++;
+    }
+    figures.leftByConflicts = unheld;
+    if (unheld < conflicted || unheld > conflicted + doubtful) {
+      bad.push(`${unheld} documents held by no row and not dropped; ${conflicted} churn inserts (and ${doubtful} in doubt) inserted nothing`);
+    }
+    // nothing of a write that did not commit is seen: no segment without
+    // its document, none of a row's document newer than the row's value
+    const { rows: [seg] } = await db.query(`
+      SELECT (SELECT count(*)::int FROM hx_chunk c WHERE NOT EXISTS (SELECT FROM hx_doc d WHERE d.doc = c.doc)) AS orphans,
+             (SELECT count(*)::int FROM sessions s, hx_doc_info(s.state) i, hx_chunk c
+               WHERE i.format = 'chunked' AND c.doc = i.doc AND c.gen > i.gen) AS newer,
+             (SELECT last_value::int FROM hx_doc_seq) AS numbered`);
+    if (seg.orphans) bad.push(`${seg.orphans} segments without their document`);
+    if (seg.newer) bad.push(`${seg.newer} segments newer than the value of the row that holds their document`);
+    figures.docsNumbered = seg.numbered;
+    await db.query('RELEASE SAVEPOINT layout');
+  } catch (err) {
+    await db.query('ROLLBACK TO SAVEPOINT layout');
+    bad.push(`reading the stored states failed: ${brief(err)}`);
+  }
+  return bad;
+}
+
+/** Final: each stream's state rebuilt by hx_stream_state_at at its last seq is its row's. */
+async function checkStateAt(db) {
+  await db.query('SAVEPOINT state_at');
+  try {
+    const { rows } = await db.query(`
+      SELECT h.stream FROM (SELECT stream, max(seq) AS seq FROM hx_event GROUP BY stream) h
+        LEFT JOIN sessions s ON 'sessions:' || s.session_id = h.stream
+       WHERE hx_stream_state_at(h.stream, h.seq) IS DISTINCT FROM coalesce(s.state::jsonb, 'null')
+       ORDER BY 1`);
+    await db.query('RELEASE SAVEPOINT state_at');
+    return rows.map((r) => `${r.stream}: hx_stream_state_at at its last seq differs from the row`);
+  } catch (err) {
+    await db.query('ROLLBACK TO SAVEPOINT state_at');
+    return [`hx_stream_state_at failed: ${brief(err)}`];
+  }
+}
+
+/** Final, with hxdoc: the run stored states in pieces, and deleted documents. */
+async function checkPieces(db) {
+  if (LAYOUT !== 'hxdoc') return [];
+  const bad = [];
+  const { rows } = await db.query(`
+    SELECT s.session_id AS key, i.format, i.segments FROM sessions s, hx_doc_info(s.state) i`);
+  const info = new Map(rows.map((r) => [r.key, r]));
+  for (const key of FOLLOWED.slice(0, 2)) {
+    const r = info.get(key);
+    if (!r || r.format !== 'chunked' || r.segments < 2) bad.push(`${key}: ${r ? `${r.format}, ${r.segments} segments` : 'gone'}, not in pieces`);
+  }
+  for (const key of CHURN_KEYS) {
+    const r = info.get(key);
+    if (r && r.format !== 'chunked') bad.push(`${key}: its state of 40 notes is ${r.format}`);
+  }
+  const { rows: [d] } = await db.query('SELECT count(*)::int AS n, (SELECT last_value::int FROM hx_doc_seq) AS numbered FROM hx_doc');
+  if (!(d.numbered > d.n)) bad.push(`${d.numbered} documents numbered, ${d.n} left: none was deleted`);
+  return bad;
+}
+
+/**
+ * After the final check, with the writers stopped: hx_store_gc, then one
+ * document per row in pieces, and every state as the final check read it.
+ */
+async function checkGc(rowsBefore) {
+  const db = await connect();
+  const bad = [];
+  try {
+    const { rows: [g] } = await db.query("SELECT hx_store_gc('sessions')::int AS n");
+    figures.collected = g.n;
+    const rows = new Map((await db.query('SELECT session_id, state::jsonb AS state FROM sessions')).rows
+      .map((r) => [r.session_id, r.state]));
+    for (const [key, state] of rowsBefore) {
+      if (canonical(rows.get(key)) !== canonical(state)) bad.push(`${key}: its state changed across hx_store_gc`);
+    }
+    if (rows.size !== rowsBefore.size) bad.push(`${rowsBefore.size} rows before hx_store_gc, ${rows.size} after`);
+    if (LAYOUT === 'hxdoc') {
+      const { rows: [c] } = await db.query(`
+        SELECT (SELECT count(*)::int FROM sessions s, hx_doc_info(s.state) i WHERE i.format = 'chunked') AS chunked,
+               (SELECT count(*)::int FROM hx_doc) AS docs,
+               (SELECT count(*)::int FROM hx_doc WHERE dropped) AS dropped`);
+      if (c.docs !== c.chunked || c.dropped !== 0) {
+        bad.push(`after hx_store_gc: ${c.docs} documents (${c.dropped} dropped) for ${c.chunked} rows in pieces`);
+      }
+    }
+  } catch (err) {
+    bad.push(`hx_store_gc or what followed failed: ${brief(err)}`);
+  } finally {
+    await db.end().catch(() => {});
+  }
+  return bad;
+}
+
 async function checkFollowers(rows, last) {
   const bad = [];
   for (const f of followers) {
@@ -523,6 +699,8 @@ async function checkFollowers(rows, last) {
   }
   return bad;
 }
+
+let lastRows = null; // the rows the last check verified
 
 /** One check of everything; from seq 1 when full.  Returns [passed, failed]. */
 async function check(label, full) {
@@ -556,7 +734,13 @@ async function check(label, full) {
     const { bad: nodeBad, compared } = await replayNode(db, rows, from);
     add('replay-node', nodeBad);
     add('follower', await checkFollowers(rows, last));
+    add('layout', await checkLayout(db));
+    if (full) {
+      add('state-at', await checkStateAt(db));
+      add('pieces', await checkPieces(db));
+    }
     await db.query('COMMIT');
+    lastRows = rows;
     for (const key of ALL_KEYS) {
       bases.set(streamOf(key), { seq: last.get(key) || 0, state: rows.has(key) ? rows.get(key) : null });
     }
@@ -596,10 +780,20 @@ function abort(why) {
 }
 
 async function finish() {
-  const [passed, failed] = await check('final check (every log replayed from seq 1)', true);
+  let [passed, failed] = await check('final check (every log replayed from seq 1)', true);
   stopping = true;
   await tellWriters('stop');
   for (const f of followers) await f.stream.stop();
+  const gcBad = await checkGc(lastRows);
+  figures.checks++;
+  if (gcBad.length === 0) {
+    passed++;
+    figures.passed++;
+  } else {
+    failed++;
+    figures.failedChecks++;
+    for (const line of gcBad.slice(0, 20)) say(`   FAIL gc: ${line}`);
+  }
   const w = writers.map((x) => x.stats || {});
   const sum = (k) => w.reduce((a, s) => a + (s[k] || 0), 0);
   say('');
@@ -617,6 +811,14 @@ async function finish() {
     say(`follower ${f.key}: ${f.events} events (${f.ends} stream ends) and ${f.synthetic} synthetic snapshots to seq ${f.stream.seq}, ` +
       `${s.notifications} notifications (${s.references} references), ${s.disconnects} disconnects, ` +
       `${s.reconnects} reconnects, ${f.resyncs} resyncs`);
+  }
+  if (LAYOUT === 'hxdoc') {
+    say(`layout: the state as hxdoc; up to ${figures.chunkedRows} of ${ALL_KEYS.length} rows in pieces at a check ` +
+      `(the largest in ${figures.maxSegments} segments), ${figures.droppedSeen.size} dropped documents seen at checks, ` +
+      `${figures.docsNumbered} documents numbered, ${figures.leftByConflicts} left by INSERT ... ON CONFLICT at the last check, ` +
+      `${figures.collected} collected by hx_store_gc at the end`);
+  } else {
+    say(`layout: the state as jsonb; hx_store_gc collected ${figures.collected}`);
   }
   say(`checker: ${figures.passed} of ${figures.checks} checks passed`);
   return [passed, failed];

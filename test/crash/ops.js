@@ -31,8 +31,11 @@
 // The churn sessions x-01 .. x-04 get no merges: their rows are deleted and
 // inserted again (hx_stream ends their stream with hx.stream_end and starts
 // it again with a STATE_SNAPSHOT, the seq going on).  Churn write c of
-// writer w inserts the state churnState(id) = {"gen": id}, so each
-// snapshot in their logs names the insert that made it.
+// writer w inserts the state churnState(id) = {"gen": id, "notes": [...]},
+// so each snapshot in their logs names the insert that made it; its notes
+// (40 strings derived from the id, about 3.5 kB) put it past hx_store's
+// threshold (2 kB), so that with the state as hxdoc (docs/sessions.sql)
+// the row is stored in pieces and its delete leaves a document to drop.
 const crypto = require('node:crypto');
 
 const BLOB_EVERY = 50;
@@ -154,8 +157,14 @@ function isChurn(key) {
   return CHURN_KEYS.includes(key);
 }
 
+const CHURN_NOTES = 40;
+
 function churnState(id) {
-  return { gen: id };
+  const notes = [];
+  for (let i = 0; i < CHURN_NOTES; i++) {
+    notes.push(`${id}:${i}:${crypto.createHash('sha256').update(`${id}/${i}`).digest('hex')}`);
+  }
+  return { gen: id, notes };
 }
 
 module.exports = {

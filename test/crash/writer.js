@@ -14,7 +14,14 @@
 //        gets two events;
 //   10%  BEGIN, write c, SAVEPOINT, write c+1, ROLLBACK TO SAVEPOINT, write
 //        c+2 (to the session of c+1), COMMIT: c+1 must never land, and its
-//        event (and seq) rolls back with it;
+//        event (and seq) rolls back with it.  With HX_CRASH_PG18_SAVEPOINT=
+//        avoid (test/crash/run sets it on PostgreSQL 18 with the state as
+//        hxdoc), c+1 goes to another session than c, and c+2 to c's: the
+//        assert-enabled PostgreSQL 18.6 fails an assertion in heap_update
+//        (HEAP_XMAX_IS_LOCKED_ONLY(infomask_lock_old_tuple)) when a row
+//        with a BEFORE UPDATE trigger (hx_store), updated by a rolled-back
+//        subtransaction, is updated again and its new version moves to
+//        another page: a bug of that server, not of hxstate;
 //    6%  a step of 2 to 4 tool calls (exactly-once steps): each call's
 //        write staged by hx_stage in an autocommit statement of its own,
 //        in random order, ord giving the order of the counters; then one
@@ -56,6 +63,8 @@ const rand = prng(Number(process.argv[4]) + w * 7919);
 // The sessions the followers watch (s-01, s-02) get 10% of the writes, so
 // that their streams are long; the rest go to any session.
 const HOT = 2;
+// see the 10% shape with a savepoint above
+const AVOID_PG18_SAVEPOINT = process.env.HX_CRASH_PG18_SAVEPOINT === 'avoid';
 const SQL = 'UPDATE sessions SET state = hx_merge(state, $1::jsonb), updated_at = now() WHERE session_id = $2';
 const INSERT = `INSERT INTO sessions (session_id, user_id, state) VALUES ($1, 'u-x', $2::jsonb)
                 ON CONFLICT (session_id) DO NOTHING`;
@@ -180,6 +189,18 @@ function plan(c) {
   }
   stats.transactions++;
   stats.rollbacks++;
+  if (AVOID_PG18_SAVEPOINT) {
+    // two sessions x < y (key order: no deadlock); the row the rolled-back
+    // write updated (y) is not updated again
+    let [x, y] = [a, b];
+    while (x === y) [x, y] = [a, pickSession()].sort();
+    const rolledAway = update(c + 1, y);
+    rolledAway[2].rolledBack = true;
+    return {
+      steps: [['BEGIN'], update(c, x), ['SAVEPOINT sp'], rolledAway, ['ROLLBACK TO SAVEPOINT sp'],
+        update(c + 2, x), ['COMMIT']],
+    };
+  }
   const rolled = update(c + 1, b);
   rolled[2].rolledBack = true;
   return {

@@ -11,7 +11,7 @@ from hxstate.errors import HxError
 from hxstate.patch import apply_event, apply_patch
 from hxstate.sync import events, hx_schema, merge, promote, stage, state_at
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 __all__ = [
     "HxError",
     "__version__",

@@ -270,6 +270,37 @@ class UndefinedFunction(HxError):
     sqlstate = "42883"
 
 
+class StaleDocument(HxError):
+    """XH401: an hxdoc value whose pieces later writes of its row deleted
+    (held across two writes), or a row holding another row's document."""
+
+    sqlstate = "XH401"
+
+
+class DuplicateColumn(HxError):
+    """42701: a column stored by two hx_store triggers, or named twice."""
+
+    sqlstate = "42701"
+
+
+class WrongObjectType(HxError):
+    """42809: hx_store_backfill of a relation that is not a table."""
+
+    sqlstate = "42809"
+
+
+class InvalidBinaryRepresentation(HxError):
+    """22P03: an hxdoc in binary form whose version is not jsonb's."""
+
+    sqlstate = "22P03"
+
+
+class FeatureNotSupported(HxError):
+    """0A000: an hxdoc segment stored with lz4, read by a server without lz4."""
+
+    sqlstate = "0A000"
+
+
 class StateTooLarge(ProgramLimitExceeded):
     """A followed stream whose state (its JSON text) would be longer than
     the follower's bound, max_state_bytes: the follower stops (54000)."""
@@ -352,6 +383,11 @@ BY_SQLSTATE: dict[str, type[HxError]] = {
         InvalidColumnReference,
         InsufficientPrivilege,
         UndefinedFunction,
+        StaleDocument,
+        DuplicateColumn,
+        WrongObjectType,
+        InvalidBinaryRepresentation,
+        FeatureNotSupported,
     )
 }
 

@@ -153,7 +153,7 @@ async function checkFollowers(f, what, writers) {
 
 async function checkRows(f, what) {
   const p = await currentPrimary();
-  const rows = await p.sql(`SELECT s.session_id AS k, s.state, h.seq
+  const rows = await p.sql(`SELECT s.session_id AS k, s.state::jsonb AS state, h.seq
     FROM sessions s CROSS JOIN LATERAL hx_stream_snapshot('sessions', s.session_id) h`, [], 'app');
   const by = new Map(rows.map((r) => [r.k, r]));
   try {

@@ -44,14 +44,24 @@ DATA = \
 	sql/hxstate--0.6.0--0.7.0.sql \
 	sql/hxstate--0.7.0.sql
 
-REGRESS = setup patch merge diff compress limits guard phase stream names send runs store store_abuse migrate security searchpath steps replay sessions upgrade store_defects
+REGRESS = setup patch merge diff compress limits guard phase stream names send logcache argcache runs store store_abuse migrate security searchpath steps replay sessions upgrade store_defects
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
-ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-migrate store-delete store-gc-race store-decoding step-promote upgrade-rename
+ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-migrate store-delete store-gc-race store-decoding step-promote upgrade-rename extension-cache trigger-cache log-indexes
 ISOLATION_OPTS = --load-extension=hxstate --inputdir=test/isolation \
 	--outputdir=test/isolation/output
 
 PG_CONFIG ?= pg_config
+# The catalog cache on pg_extension (EXTENSIONOID), which PostgreSQL 18 has
+# and the minor releases of 15 to 17 since early 2026 added at the end of
+# their list: src/catalog.c keeps what pg_extension says when the server
+# has it.  (An enum member cannot be tested by the preprocessor.)  The
+# list is in utils/syscache.h up to 16, in catalog/syscache_ids.h since 17.
+HX_SERVER_INCLUDE := $(shell $(PG_CONFIG) --includedir-server)
+ifneq ($(shell grep -s -l -w EXTENSIONOID '$(HX_SERVER_INCLUDE)/utils/syscache.h' '$(HX_SERVER_INCLUDE)/catalog/syscache_ids.h'),)
+PG_CPPFLAGS += -DHX_HAVE_EXTENSIONOID
+endif
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 

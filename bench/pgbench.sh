@@ -32,7 +32,9 @@
 # HX_BENCH_PG_REPS rounds (default 5), and the table shows the median tps.
 # HX_BENCH_PG_ONLY=transports32 runs only scenario 4 at 32 clients (none,
 # log only, WAL + hub, WAL + pg_recvlogical and NOTIFY rotating every
-# round).
+# round); HX_BENCH_PG_ONLY=log32 only none and log only at 32 clients,
+# alternating (the event log's own cost, in half the time of a round of
+# transports32), and prints each round's ratio.
 # Short runs and many turns, rather than long runs, because throughput on a
 # shared virtual machine drifts by tens of percent over seconds (one 12 s
 # run went from 6,000 to 15,000 tps and back): alternating often keeps the
@@ -265,6 +267,10 @@ run() {
 	if [ "$key" = recv ]; then recv_start; consumer=$recv_pid; fi
 	if [ -n "$consumer" ]; then
 		# the CPU the walsender and its client take during the run
+		# the walsender shows in pg_stat_replication a moment after its
+		# client says it is ready
+		poll_until 500 "$consumer" "" "no walsender for the run's client" \
+			sql_is "SELECT count(*) FROM pg_stat_replication WHERE application_name IN ('hx_bench_follower', 'pg_recvlogical')" 1
 		sender=$(sql "SELECT pid FROM pg_stat_replication WHERE application_name IN ('hx_bench_follower', 'pg_recvlogical')")
 		s0=$(cputicks "$sender")
 		c0=$(cputicks "$consumer")
@@ -361,12 +367,25 @@ hx_log "pgbench: $T s per run, $REPS rounds, contenders taking turns"
 : >"$work/results.tsv"
 : >"$work/cpu.tsv"
 
+case "${HX_BENCH_PG_ONLY:-}" in
+	'' | transports32 | log32) ;;
+	*)
+		echo "bench/pgbench: HX_BENCH_PG_ONLY is transports32 or log32, not $HX_BENCH_PG_ONLY" >&2
+		exit 1
+		;;
+esac
 if [ "${HX_BENCH_PG_ONLY:-}" = transports32 ]; then
 	# only what the transports' targets compare, at 32 clients, and
 	# pg_recvlogical for reference: the five rotating every round
 	keys=(bare log wal recv stream)
 	for ((r = 0; r < REPS; r++)); do
 		for ((i = 0; i < 5; i++)); do run "${keys[(i + r) % 5]}" 32; done
+	done
+elif [ "${HX_BENCH_PG_ONLY:-}" = log32 ]; then
+	# the log alone against no trigger, alternating, the order reversing
+	# every other round
+	for ((r = 0; r < REPS; r++)); do
+		if ((r % 2)); then run log 32; run bare 32; else run bare 32; run log 32; fi
 	done
 else
 	# 8 clients: every configuration, the order rotating every round and
@@ -437,7 +456,15 @@ row() {		# scenario clients A B target
 	fi
 	rows+=("$(printf '%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s' "$1" "$2" "$a" "$b" "$ratio" "$tgt" "$ok")")
 }
-if [ "${HX_BENCH_PG_ONLY:-}" = transports32 ]; then
+if [ "${HX_BENCH_PG_ONLY:-}" = log32 ]; then
+	clients=()
+	row "4 log only vs none" 32 log bare
+	# each round's ratio (its two runs were next to each other)
+	paste <(awk -F'\t' '$1 == "bare" && $2 == 32 { print $3 }' "$work/results.tsv") \
+		<(awk -F'\t' '$1 == "log" && $2 == 32 { print $3 }' "$work/results.tsv") |
+		awk '{ r[NR] = $2 / $1; printf "%s%.3f", (NR > 1 ? " " : "log only / none, each round: "), r[NR] }
+			END { print "" }'
+elif [ "${HX_BENCH_PG_ONLY:-}" = transports32 ]; then
 	clients=(32)
 else
 	clients=(1 8 32)
@@ -452,7 +479,9 @@ for c in "${clients[@]}"; do
 	row "4 WAL + hub vs none" "$c" wal bare "$([ "$c" = 32 ] && echo 0.7)"
 	row "4 WAL + hub vs NOTIFY" "$c" wal stream "$([ "$c" = 32 ] && echo 2.5)"
 done
-row "4 WAL + pg_recvlogical vs none" 32 recv bare
+if [ "${HX_BENCH_PG_ONLY:-}" != log32 ]; then
+	row "4 WAL + pg_recvlogical vs none" 32 recv bare
+fi
 
 cpu_median() {	# median of column $3 of cpu.tsv for key $1 at $2 clients
 	awk -F'\t' -v k="$1" -v c="$2" -v f="$3" '$1 == k && $2 == c { print $f }' "$work/cpu.tsv" | sort -g |

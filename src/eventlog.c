@@ -43,6 +43,8 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -90,39 +92,63 @@ static const char *inserting_stream = NULL;
 static int64 inserting_seq = 0;
 
 /*
- * The CHECK constraints of each partition, compiled once per backend
- * rather than for every event (an executor's ResultRelInfo compiles them
- * on first use, and insert_direct() makes one per event).  Valid until a
- * relcache invalidation of the partition or the log (a constraint added or
- * dropped sends one); busy while being evaluated, so that an event written
- * from inside a constraint's function compiles its own.
+ * What writing an event into a partition needs besides the partition
+ * itself, prepared once per backend rather than for every event (an
+ * executor's ResultRelInfo compiles the CHECK constraints on first use,
+ * and ExecOpenIndices() builds each index's IndexInfo, compiling a partial
+ * index's predicate, and insert_direct() makes one per event): the
+ * compiled CHECK constraints, and the indexes with their IndexInfo, the
+ * expressions and predicates compiled.  In cxt, made under the call's
+ * memory and moved under CacheMemoryContext once whole (log_partition_for),
+ * deleted when replaced (never while busy); valid until a relcache
+ * invalidation of the partition (a constraint or an index added or
+ * dropped sends one), of one of its indexes, or of the log.  The indexes
+ * are kept only when all are btree indexes (no other access method keeps
+ * state in an IndexInfo between inserts); otherwise ExecOpenIndices()
+ * does it per event.  Busy while in use, so that an event written from
+ * inside a constraint's or a predicate's function gets what the executor
+ * makes on its own.
  */
-typedef struct LogChecks
+typedef struct LogPartition
 {
 	bool		valid;
 	bool		busy;
-	Oid			relid;			/* the partition they were compiled for */
+	Oid			relid;			/* the partition they were made for */
 	int			ncheck;
-	ExprState **exprs;
+	ExprState **checks;
+	bool		has_indexes;	/* the indexes are below */
+	int			nindexes;
+	Oid		   *indexoids;
+	IndexInfo **indexinfos;
 	MemoryContext cxt;
-} LogChecks;
+} LogPartition;
 
-static LogChecks log_checks[HX_LOG_BUCKETS];
+static LogPartition log_parts[HX_LOG_BUCKETS];
+static uint64 log_partition_invals = 0; /* relcache invalidations seen */
 
 static void
 log_relcache_callback(Datum arg, Oid relid)
 {
 	bool		all = (relid == InvalidOid || relid == log_relid);
 	int			i;
+	int			k;
 
+	log_partition_invals++;
 	if (all)
 		stale = true;
 	for (i = 0; i < HX_LOG_BUCKETS; i++)
+	{
+		LogPartition *lp = &log_parts[i];
+
 		if (all || relid == bucket_relids[i])
 		{
 			stale = true;
-			log_checks[i].valid = false;
+			lp->valid = false;
 		}
+		for (k = 0; lp->valid && lp->has_indexes && k < lp->nindexes; k++)
+			if (relid == lp->indexoids[k])
+				lp->valid = false;
+	}
 }
 
 void
@@ -262,7 +288,11 @@ done:
 	return intact;
 }
 
-/* Prepare the INSERT and find the partitions, once per backend (under SPI) */
+/*
+ * Find the partitions and prepare the INSERT, once per backend (with a
+ * connection to SPI of its own, as writing straight into the partitions
+ * needs none)
+ */
 void
 hx_log_prepare(void)
 {
@@ -289,6 +319,8 @@ hx_log_prepare(void)
 	ring_intact = check_ring();
 
 	/* every name qualified: this runs as the table owner, any search_path */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
 	nsp = quote_identifier(get_namespace_name(get_rel_namespace(log_relid)));
 	plan = SPI_prepare(psprintf("INSERT INTO %s.hx_event (stream, seq, type, event, created_at)"
 								" VALUES ($1, $2, $3, $4, $5)", nsp),
@@ -296,6 +328,7 @@ hx_log_prepare(void)
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(plan);
+	SPI_finish();
 	insert_plan = plan;
 }
 
@@ -343,7 +376,7 @@ probe(Oid relid, Datum streamtext, Snapshot snapshot, int64 *seq,
 }
 
 /*
- * The stream's next seq (under SPI).  An event logged earlier in this
+ * The stream's next seq.  An event logged earlier in this
  * statement (say, the end of a row's stream before a new row with its key
  * starts it again) is visible: the SPI INSERT that logged it advanced the
  * command counter after itself.
@@ -456,46 +489,221 @@ plain_log_relation(Relation rel, bool partition)
 }
 
 /*
- * The compiled CHECK constraints of partition b (open as part), as
- * ExecRelCheck() would compile them: NULL when busy, and the executor
- * compiles its own.
+ * Compile an index's expressions and predicate into the current context,
+ * as ExecPrepareExprList() and ExecPrepareQual() would into an executor's
  */
-static LogChecks *
-log_checks_for(int b, Relation part)
+static void
+compile_index_info(IndexInfo *ii)
 {
-	LogChecks  *lc = &log_checks[b];
+	ListCell   *lc;
+
+	ii->ii_ExpressionsState = NIL;
+	foreach(lc, ii->ii_Expressions)
+		ii->ii_ExpressionsState =
+			lappend(ii->ii_ExpressionsState,
+					ExecInitExpr(expression_planner((Expr *) lfirst(lc)), NULL));
+	if (ii->ii_Predicate != NIL)
+		ii->ii_PredicateState =
+			ExecInitQual((List *) expression_planner((Expr *) ii->ii_Predicate), NULL);
+}
+
+/*
+ * Make what writing into partition part needs, into the current context
+ * (as ExecRelCheck() and ExecOpenIndices() would make it).  Compiling
+ * expressions may run functions (the planner folds immutable ones), and
+ * opening the indexes may process invalidations: the caller makes it into
+ * a context of its own, and marks the partition busy meanwhile.
+ */
+static void
+make_log_partition(LogPartition *lp, Relation part, int ncheck)
+{
 	TupleConstr *constr = part->rd_att->constr;
-	MemoryContext old;
+	List	   *indexoids;
+	ListCell   *lc;
 	int			i;
 
-	if (lc->busy)
+	lp->checks = palloc0(Max(ncheck, 1) * sizeof(ExprState *));
+	for (i = 0; i < ncheck; i++)
+		if (hx_check_enforced(&constr->check[i]))
+			lp->checks[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
+										 NULL);
+
+	indexoids = RelationGetIndexList(part);
+	lp->nindexes = list_length(indexoids);
+	lp->indexoids = palloc0(Max(lp->nindexes, 1) * sizeof(Oid));
+	lp->indexinfos = palloc0(Max(lp->nindexes, 1) * sizeof(IndexInfo *));
+	lp->has_indexes = true;
+	i = 0;
+	foreach(lc, indexoids)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+
+		lp->indexoids[i] = RelationGetRelid(index);
+		if (index->rd_rel->relam != BTREE_AM_OID)
+			lp->has_indexes = false;
+		else
+		{
+			lp->indexinfos[i] = BuildIndexInfo(index);
+			compile_index_info(lp->indexinfos[i]);
+		}
+		index_close(index, NoLock);
+		i++;
+	}
+	list_free(indexoids);
+	lp->relid = RelationGetRelid(part);
+	lp->ncheck = ncheck;
+}
+
+/* make_log_partition() for partition b, busy meanwhile */
+static void
+make_log_partition_busy(int b, LogPartition *fresh, Relation part, int ncheck)
+{
+	log_parts[b].busy = true;
+	PG_TRY();
+	{
+		make_log_partition(fresh, part, ncheck);
+	}
+	PG_FINALLY();
+	{
+		log_parts[b].busy = false;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * What writing into partition b (open as part) needs (LogPartition): NULL
+ * when busy, or when it could not be made whole, and the executor makes
+ * its own.  Its indexes are opened (and locked) here when it is made.
+ *
+ * It is made in a fresh context under the current one, with the partition
+ * marked busy, and installed only once whole: an event written meanwhile
+ * (by a function the planner folds) finds it busy instead of freeing the
+ * memory being written, and an error leaves the slot empty, the fresh
+ * context going with the call's memory.  It is valid only if no relcache
+ * invalidation arrived while it was made (log_partition_invals).
+ */
+static LogPartition *
+log_partition_for(int b, Relation part)
+{
+	LogPartition *lp = &log_parts[b];
+	TupleConstr *constr = part->rd_att->constr;
+	int			ncheck = constr ? constr->num_check : 0;
+	LogPartition *fresh;
+	MemoryContext cxt;
+	MemoryContext old;
+	uint64		invals;
+
+	if (lp->busy)
 		return NULL;
-	if (lc->valid && lc->relid == RelationGetRelid(part) &&
-		lc->ncheck == constr->num_check)
-		return lc;
-	if (lc->cxt)
-		MemoryContextDelete(lc->cxt);
-	lc->cxt = NULL;
-	lc->exprs = NULL;
-	lc->ncheck = 0;
-	lc->valid = false;
-	if (constr->num_check != part->rd_rel->relchecks)
+	if (lp->valid && lp->relid == RelationGetRelid(part) && lp->ncheck == ncheck)
+		return lp;
+	if (lp->cxt)
+		MemoryContextDelete(lp->cxt);
+	memset(lp, 0, sizeof(LogPartition));
+	if (ncheck != part->rd_rel->relchecks)
 		return NULL;			/* ExecRelCheck() reports it */
 
-	lc->cxt = AllocSetContextCreate(CacheMemoryContext,
-									"hxstate log constraints",
-									ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(lc->cxt);
-	lc->exprs = palloc0(Max(constr->num_check, 1) * sizeof(ExprState *));
-	for (i = 0; i < constr->num_check; i++)
-		if (hx_check_enforced(&constr->check[i]))
-			lc->exprs[i] = ExecInitExpr(expression_planner(stringToNode(constr->check[i].ccbin)),
-										NULL);
+	cxt = AllocSetContextCreate(CurrentMemoryContext,
+								"hxstate log partition",
+								ALLOCSET_SMALL_SIZES);
+	fresh = MemoryContextAllocZero(cxt, sizeof(LogPartition));
+	invals = log_partition_invals;
+	old = MemoryContextSwitchTo(cxt);
+	make_log_partition_busy(b, fresh, part, ncheck);
 	MemoryContextSwitchTo(old);
-	lc->relid = RelationGetRelid(part);
-	lc->ncheck = constr->num_check;
-	lc->valid = true;
-	return lc;
+
+	/* nothing made one meanwhile: it was busy */
+	Assert(lp->cxt == NULL);
+	MemoryContextSetParent(cxt, CacheMemoryContext);
+	*lp = *fresh;
+	lp->cxt = cxt;
+	lp->valid = (invals == log_partition_invals);
+	return lp;
+}
+
+/* Open rri's indexes, those of partition lp, as ExecOpenIndices() would */
+static void
+open_indexes(ResultRelInfo *rri, LogPartition *lp)
+{
+	int			i;
+
+	if (lp->nindexes == 0)
+		return;
+	rri->ri_NumIndices = lp->nindexes;
+	rri->ri_IndexRelationDescs = palloc(lp->nindexes * sizeof(Relation));
+	rri->ri_IndexRelationInfo = palloc(lp->nindexes * sizeof(IndexInfo *));
+	for (i = 0; i < lp->nindexes; i++)
+	{
+		rri->ri_IndexRelationDescs[i] = index_open(lp->indexoids[i], RowExclusiveLock);
+		rri->ri_IndexRelationInfo[i] = lp->indexinfos[i];
+	}
+}
+
+/*
+ * Write one event (values) into partition part (open and locked), with
+ * lp's prepared constraints and indexes when not NULL
+ */
+static void
+write_event(Relation part, LogPartition *lp, Datum *values)
+{
+	EState	   *estate;
+	RangeTblEntry *rte;
+	ResultRelInfo *rri;
+	TupleTableSlot *slot;
+
+	estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(part);
+	rte->relkind = part->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	hx_exec_init_range_table(estate, rte);
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, part, 1, NULL, 0);
+	estate->es_output_cid = GetCurrentCommandId(true);
+	if (lp != NULL && lp->has_indexes)
+		open_indexes(rri, lp);
+	else
+		ExecOpenIndices(rri, false);
+	if (lp != NULL && lp->ncheck > 0)
+		hx_ri_check_exprs(rri) = lp->checks;
+
+	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(part), &TTSOpsVirtual);
+	ExecClearTuple(slot);
+	memcpy(slot->tts_values, values, HX_LOG_NATTS * sizeof(Datum));
+	memset(slot->tts_isnull, false, HX_LOG_NATTS * sizeof(bool));
+	ExecStoreVirtualTuple(slot);
+
+#ifdef USE_ASSERT_CHECKING
+	/* the day's partition is the one that routing would pick */
+	Assert(ExecPartitionCheck(rri, slot, estate, false));
+#endif
+	/* what ExecSimpleRelationInsert() does, but the bound already known */
+	if (part->rd_att->constr)
+		ExecConstraints(rri, slot, estate);
+	simple_table_tuple_insert(part, slot);
+	if (rri->ri_NumIndices > 0)
+		list_free(hx_exec_insert_index_tuples(rri, slot, estate));
+
+	ExecCloseIndices(rri);
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+}
+
+/* write_event() with lp, busy meanwhile */
+static void
+write_event_busy(Relation part, LogPartition *lp, Datum *values)
+{
+	lp->busy = true;
+	PG_TRY();
+	{
+		write_event(part, lp, values);
+	}
+	PG_FINALLY();
+	{
+		lp->busy = false;
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -507,10 +715,7 @@ insert_direct(Datum *values, TimestampTz created_at)
 {
 	Relation	parent;
 	Relation	part;
-	EState	   *estate;
-	RangeTblEntry *rte;
-	ResultRelInfo *rri;
-	TupleTableSlot *slot;
+	LogPartition *lp;
 	int			b;
 
 	/*
@@ -537,59 +742,19 @@ insert_direct(Datum *values, TimestampTz created_at)
 		return false;
 	}
 
-	estate = CreateExecutorState();
-	rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = RelationGetRelid(part);
-	rte->relkind = part->rd_rel->relkind;
-	rte->rellockmode = RowExclusiveLock;
-	hx_exec_init_range_table(estate, rte);
-	rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, part, 1, NULL, 0);
-	estate->es_output_cid = GetCurrentCommandId(true);
-	ExecOpenIndices(rri, false);
+	/*
+	 * What the partition needs, prepared once (LogPartition), busy while in
+	 * use.  Making it opens the indexes, which may bring news of a change:
+	 * then the executor makes its own this time.
+	 */
+	lp = log_partition_for(b, part);
+	if (lp != NULL && !lp->valid)
+		lp = NULL;
+	if (lp == NULL)
+		write_event(part, NULL, values);
+	else
+		write_event_busy(part, lp, values);
 
-	slot = ExecInitExtraTupleSlot(estate, RelationGetDescr(part), &TTSOpsVirtual);
-	ExecClearTuple(slot);
-	memcpy(slot->tts_values, values, HX_LOG_NATTS * sizeof(Datum));
-	memset(slot->tts_isnull, false, HX_LOG_NATTS * sizeof(bool));
-	ExecStoreVirtualTuple(slot);
-
-#ifdef USE_ASSERT_CHECKING
-	/* the day's partition is the one that routing would pick */
-	Assert(ExecPartitionCheck(rri, slot, estate, false));
-#endif
-	/* what ExecSimpleRelationInsert() does, but the bound already known */
-	if (part->rd_att->constr)
-	{
-		LogChecks  *lc = NULL;
-
-		if (part->rd_att->constr->num_check > 0)
-			lc = log_checks_for(b, part);
-		if (lc == NULL)
-			ExecConstraints(rri, slot, estate);
-		else
-		{
-			hx_ri_check_exprs(rri) = lc->exprs;
-			lc->busy = true;
-			PG_TRY();
-			{
-				ExecConstraints(rri, slot, estate);
-			}
-			PG_FINALLY();
-			{
-				lc->busy = false;
-			}
-			PG_END_TRY();
-		}
-	}
-	simple_table_tuple_insert(part, slot);
-	if (rri->ri_NumIndices > 0)
-		list_free(hx_exec_insert_index_tuples(rri, slot, estate));
-
-	ExecCloseIndices(rri);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
 	table_close(part, NoLock);
 	table_close(parent, NoLock);
 	return true;
@@ -624,9 +789,12 @@ hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 		inserting_seq = seq;
 		PG_TRY();
 		{
+			if (SPI_connect() != SPI_OK_CONNECT)
+				elog(ERROR, "SPI_connect failed");
 			if (SPI_execute_plan(insert_plan, values, NULL, false, 1) != SPI_OK_INSERT)
 				elog(ERROR, "could not log event %lld of stream \"%s\"",
 					 (long long) seq, stream);
+			SPI_finish();
 		}
 		PG_FINALLY();
 		{

@@ -13,6 +13,7 @@
 #include "fmgr.h"
 
 #include "hxstate.h"
+#include "trigger.h"
 
 PG_MODULE_MAGIC;
 
@@ -21,6 +22,8 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	hx_catalog_init();
+	hx_trigger_init();
 	hx_ops_init();
 	hx_phase_init();
 	hx_stream_init();

@@ -60,6 +60,8 @@
 extern const char *hx_clip(const char *s);
 
 /* catalog.c */
+extern void hx_catalog_init(void);
+extern uint64 hx_extension_invals(void);
 extern Oid	hx_extension_namespace(void);
 extern int	hx_extension_version(void);
 extern Oid	hx_extension_relid(const char *relname);

@@ -103,6 +103,7 @@ static bool need_full = true;	/* read the whole of pg_trigger */
 static bool need_derive = true; /* derive prefixes and conflicts */
 static Oid	dirty[MAX_DIRTY];	/* read these relations' triggers */
 static int	ndirty = 0;
+static uint64 generation = 0;	/* prefixes derived so far */
 
 static void
 names_relcache_callback(Datum arg, Oid relid)
@@ -589,6 +590,7 @@ derive(void)
 	long		i;
 	long		j;
 
+	generation++;
 	sorted = palloc(sizeof(StreamTrigger *) * Max(hash_get_num_entries(triggers), 1));
 	hash_seq_init(&status, triggers);
 	while ((entry = hash_seq_search(&status)) != NULL)
@@ -692,6 +694,18 @@ refresh(void)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
+
+/*
+ * A count that changes whenever the prefixes, or the conflicts between
+ * them, may have changed: what hx_stream_trigger_prefix() returned holds
+ * while it stays the same.
+ */
+uint64
+hx_stream_names_generation(void)
+{
+	refresh();
+	return generation;
 }
 
 /* "schema.table", for messages */

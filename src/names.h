@@ -23,5 +23,6 @@
 extern void hx_names_init(void);
 extern char *hx_table_stream_prefix(Oid relid);
 extern char *hx_stream_trigger_prefix(Oid tgoid, bool legacy, Oid *source);
+extern uint64 hx_stream_names_generation(void);
 
 #endif							/* HX_NAMES_H */

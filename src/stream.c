@@ -268,8 +268,10 @@ hx_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 	 * The streams' names, unique per table (names.c), and one stream per
 	 * key: the key must be unique in the table whose rows the streams are
 	 * (the root of a partition tree, or with stream=<name> the table the
-	 * trigger was created on).
+	 * trigger was created on).  The names hold while the registry's
+	 * generation, read first, stays the same.
 	 */
+	args->names_generation = hx_stream_names_generation();
 	prefix = hx_stream_trigger_prefix(tg->tgoid, args->legacy, &tableid);
 	table = (tableid == RelationGetRelid(rel)) ? rel :
 		relation_open(tableid, AccessShareLock);
@@ -286,14 +288,35 @@ hx_stream_args(Relation rel, Trigger *tg, MemoryContext cxt)
 						   tg->tgname),
 				 errhint("Stream by the primary key, or add a unique constraint on the key column.")));
 	args->prefix = MemoryContextStrdup(cxt, prefix);
+	args->source = tableid;
 	return args;
 }
 
-/* The arguments of the trigger being fired (an HxTriggerArgsParser) */
+/*
+ * The arguments of the trigger being fired (an HxTriggerArgsParser): they
+ * depend on the table whose rows the streams are too (its unique index)
+ */
 static void *
 parse_stream_trigger_args(TriggerData *trigdata, MemoryContext cxt)
 {
-	return hx_stream_args(trigdata->tg_relation, trigdata->tg_trigger, cxt);
+	StreamArgs *args = hx_stream_args(trigdata->tg_relation,
+									  trigdata->tg_trigger, cxt);
+
+	if (args->source != RelationGetRelid(trigdata->tg_relation))
+		hx_trigger_args_depend_on(args->source);
+	return args;
+}
+
+/*
+ * Do kept arguments still name the streams as the registry does (an
+ * HxTriggerArgsValid)?  A table renamed, moved to another schema or into
+ * a partition tree, or another table now streaming under the same names,
+ * derives the prefixes again.
+ */
+static bool
+stream_args_valid(void *args)
+{
+	return ((StreamArgs *) args)->names_generation == hx_stream_names_generation();
 }
 
 /* The stream of a row: "<prefix>:<key>", or NULL when the key is NULL */
@@ -408,9 +431,9 @@ notify_event(PayloadMode mode, const char *stream, int64 seq,
 }
 
 /*
- * Log and notify one event of stream (under SPI, the log prepared, the
- * stream's writers serialised); body, an unpacked object, gets the common
- * members.  Its seq.
+ * Log and notify one event of stream (the log prepared, the stream's
+ * writers serialised); body, an unpacked object, gets the common members.
+ * Its seq.
  */
 int64
 hx_stream_emit_as(PayloadMode mode, const char *stream, const char *type, HxNode *body)
@@ -671,8 +694,6 @@ hx_stream(PG_FUNCTION_ARGS)
 									ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(workcxt);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	hx_log_prepare();
 	check_log_privileges(rel);
 
@@ -684,7 +705,8 @@ hx_stream(PG_FUNCTION_ARGS)
 	 * waited for it reads the new version.
 	 */
 	LockRelationOid(hx_log_relid(), RowExclusiveLock);
-	args = hx_trigger_args(fcinfo, trigdata, parse_stream_trigger_args);
+	args = hx_trigger_args_checked(fcinfo, trigdata, parse_stream_trigger_args,
+								   stream_args_valid);
 
 	/* write the log as the table's owner; an error restores the user */
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
@@ -747,7 +769,6 @@ hx_stream(PG_FUNCTION_ARGS)
 	}
 
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	SPI_finish();
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(workcxt);
 	return PointerGetDatum(NULL);

@@ -39,6 +39,8 @@ typedef struct StreamArgs
 	HxArrayMode mode;
 	PayloadMode payload;
 	char	   *prefix;			/* streams are "<prefix>:<key>" */
+	Oid			source;			/* the table whose rows the streams are */
+	uint64		names_generation;	/* hx_stream_names_generation() */
 	bool		legacy;			/* under the scripts of 0.5.0 or before */
 	bool		state_doc;		/* the state column is hxdoc, not jsonb */
 } StreamArgs;

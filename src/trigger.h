@@ -2,8 +2,8 @@
  *
  * trigger.h
  *	  Trigger plumbing that every hxstate trigger function shares
- *	  (trigger.c): how it was called, its arguments resolved once per
- *	  statement, the columns they name, and how violations name them.
+ *	  (trigger.c): how it was called, its arguments resolved once and kept,
+ *	  the columns they name, and how violations name them.
  *
  * src/trigger.h
  *
@@ -27,12 +27,24 @@ extern AttrNumber hx_trigger_column(Relation rel, const char *name);
 
 /*
  * A trigger's arguments, parsed by the trigger function's parser into
- * memory of cxt, and kept for the rest of the statement.
+ * memory of cxt (its temporary allocations may go to the current context),
+ * and kept while the catalogs they were read from hold (trigger.c).  A
+ * parser must not fire triggers.  HxTriggerArgsValid, when given, says
+ * whether kept arguments still hold in ways a relcache invalidation of
+ * the trigger's table would not tell.
  */
 typedef void *(*HxTriggerArgsParser) (TriggerData *trigdata,
 									  MemoryContext cxt);
+typedef bool (*HxTriggerArgsValid) (void *args);
+
+extern void hx_trigger_init(void);
 extern void *hx_trigger_args(FunctionCallInfo fcinfo, TriggerData *trigdata,
 							 HxTriggerArgsParser parse);
+extern void *hx_trigger_args_checked(FunctionCallInfo fcinfo,
+									 TriggerData *trigdata,
+									 HxTriggerArgsParser parse,
+									 HxTriggerArgsValid valid);
+extern void hx_trigger_args_depend_on(Oid relid);
 
 extern int	hx_errtablecolconstraint(Relation rel, AttrNumber attnum,
 									 const char *conname);

@@ -440,6 +440,54 @@ load_part(EncodeBuf *buf, HxNode *n, int p)
 }
 
 /*
+ * An array part's children as one block of bytes, their JEntries rewritten
+ * (lengths and offsets, as store_jentry() lays them out): what copying them
+ * one by one gives, when the part's data lands at the alignment it has in
+ * its own datum (every datum starts int-aligned, and so does the data
+ * after a container's JEntries), since each child's padding then stays
+ * what it was.  That is the case when the buffer is int-aligned here, or
+ * when the first child pads itself (a container or a number).  False,
+ * with nothing written, otherwise.  end is where the part's datum ends
+ * (its bytes are checked against it), or NULL for a part already checked.
+ */
+static bool
+splice_array_part(EncodeBuf *buf, JsonbContainer *c, const char *end,
+				  Size jentry_offset, int *k, uint32 *totallen)
+{
+	int			count = JsonContainerSize(c);
+	const char *data = (const char *) &c->children[count];
+	JEntry		first;
+	uint32		padlen;
+	uint32		off = 0;
+	int			i;
+
+	if (count == 0)
+		return true;
+	first = c->children[0];
+	if (pad_to_int(buf->len) != 0 && !JBE_ISCONTAINER(first) && !JBE_ISNUMERIC(first))
+		return false;
+	padlen = buf_pad_to_int(buf);
+	for (i = 0; i < count; i++)
+	{
+		JEntry		e = c->children[i];
+		uint32		next = JBE_HAS_OFF(e) ? JBE_OFFLENFLD(e) : off + JBE_OFFLENFLD(e);
+
+		if (next < off || (end != NULL && next > (Size) (end - data)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("a part of a jsonb array is not what it was said to be"),
+					 errdetail("Its element %d ends outside it.", i)));
+		/* the first child's length takes the padding put before it */
+		store_jentry(buf, jentry_offset, (*k)++,
+					 (e & JENTRY_TYPEMASK) | (next - off + (i == 0 ? padlen : 0)),
+					 totallen);
+		off = next;
+	}
+	buf_append(buf, data, off);
+	return true;
+}
+
+/*
  * A spliced node: its parts' children, one after the other, as bytes.  Not
  * inlined, as spliced_size().
  */
@@ -470,7 +518,15 @@ encode_spliced(EncodeBuf *buf, HxNode *n)
 
 			CHECK_FOR_INTERRUPTS();
 			if (c == NULL)
+			{
 				c = load_part(buf, n, p);
+				if (splice_array_part(buf, c, buf->scratch + n->u.spl.rawlens[p],
+									  jentry_offset, &k, &totallen))
+					continue;
+			}
+			else if (!n->u.spl.object &&
+					 splice_array_part(buf, c, NULL, jentry_offset, &k, &totallen))
+				continue;
 			count = JsonContainerSize(c);
 			hx_citer_init(&it, c, (n->u.spl.object && values) ? count : 0);
 			for (i = 0; i < count; i++)

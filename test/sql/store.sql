@@ -279,6 +279,38 @@ SELECT max(pg_column_size(body)) <= 7680 AS segments_in_rows,
   FROM hx_chunk;
 DROP TABLE big_strings, big_before;
 
+-- Arrays read whole from their segments: a segment's elements are copied
+-- as one block where that keeps each element's alignment, else one by
+-- one; either way the value is byte for byte what jsonb would hold.
+-- Elements of every type first in a segment (strings, numbers, booleans,
+-- nulls, objects, arrays), with segments that also hold nodes (a large
+-- member of an element) and segments that hold none
+CREATE TABLE arrays (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER arrays_store BEFORE INSERT OR UPDATE OR DELETE ON arrays
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=256', 'segment=1024');
+CREATE TABLE arrays_twin (id int PRIMARY KEY, state jsonb NOT NULL);
+INSERT INTO arrays_twin
+SELECT k, jsonb_build_object('items', (SELECT jsonb_agg(CASE (i + k) % 7
+      WHEN 0 THEN to_jsonb('s' || repeat('x', i % 5))
+      WHEN 1 THEN to_jsonb(i * 1.5)
+      WHEN 2 THEN to_jsonb(i % 2 = 0)
+      WHEN 3 THEN 'null'::jsonb
+      WHEN 4 THEN jsonb_build_object('n', i, 't', repeat('y', i % 3))
+      WHEN 5 THEN jsonb_build_array(i, 'z', jsonb_build_array(i))
+      ELSE CASE WHEN k = 3 AND i % 50 = 6 THEN jsonb_build_object('big', repeat(md5(i::text), 40)) ELSE to_jsonb(i) END END
+    ORDER BY i) FROM generate_series(1, 400) i))
+  FROM generate_series(0, 6) k;
+INSERT INTO arrays SELECT id, state FROM arrays_twin;
+UPDATE arrays SET state = hx_merge(state, jsonb_build_array(jsonb_build_object('op', 'append', 'path', '/items', 'items', jsonb_build_array('tail', 1, true))));
+UPDATE arrays_twin SET state = hx_merge(state, jsonb_build_array(jsonb_build_object('op', 'append', 'path', '/items', 'items', jsonb_build_array('tail', 1, true))));
+SELECT a.id, (hx_doc_info(a.state)).format, (hx_doc_info(a.state)).segments > 5 AS many_segments,
+       (hx_doc_info(a.state)).nodes > 1 AS nested_nodes,
+       a.state::jsonb = t.state AS same, a.state::jsonb::text = t.state::text AS same_text,
+       pg_column_size(a.state::jsonb) = pg_column_size(t.state::text::jsonb) AS same_size,
+       jsonb_array_length(a.state -> 'items') AS n
+  FROM arrays a JOIN arrays_twin t USING (id) ORDER BY a.id;
+DROP TABLE arrays, arrays_twin;
+
 DROP TABLE chat, audit;
 DROP FUNCTION audit(), held_value(bool, bool), msg(int);
 

@@ -1,0 +1,16 @@
+'use strict';
+// @hxstate/langgraph: a LangGraph.js checkpointer on hxstate, over the
+// tables, functions and log streams of the Python package's HxSaver.
+//
+//   const { HxSaver } = require('@hxstate/langgraph');
+//   const saver = HxSaver.fromConnString(process.env.DATABASE_URL);
+//   await saver.setup();          // checks the schema the Python setup() made
+//   const graph = builder.compile({ checkpointer: saver });
+//
+// See README.md.
+const { HxSaver } = require('./lib/saver');
+const { EncryptedSerializer } = require('./lib/crypto');
+const errors = require('./lib/errors');
+const { MAX_KEY_BYTES, MAX_ID_BYTES } = require('./lib/limits');
+
+module.exports = { HxSaver, EncryptedSerializer, MAX_KEY_BYTES, MAX_ID_BYTES, ...errors };

@@ -1,0 +1,281 @@
+'use strict';
+// HxSaver: a LangGraph.js checkpointer (BaseCheckpointSaver) over the
+// tables, functions and log streams of the Python package's HxSaver, so a
+// thread written in one language reads in the other.  Each operation
+// lives in a module of its own: put.js, writes.js, read.js,
+// retention.js, ownership.js, runs.js; server.js checks the schema.
+
+const pg = require('pg');
+const { BaseCheckpointSaver } = require('@langchain/langgraph-checkpoint');
+const { Database } = require('./db');
+const { HeadCache } = require('./heads');
+const { Statements } = require('./sql');
+const { askServer } = require('./server');
+const { targetOf, fastPut, slowPut } = require('./put');
+const { putWrites } = require('./writes');
+const { getTuple, list } = require('./read');
+const { deleteThread } = require('./retention');
+const ownership = require('./ownership');
+const runs = require('./runs');
+const { checkKey } = require('./limits');
+
+/**
+ * @typedef {{
+ *   schema?: string,
+ *   serde?: import('./crypto').EncryptedSerializer,
+ *   snapshotMinBytes?: number,
+ *   rebuildFactor?: number,
+ *   maxChain?: number,
+ *   cacheThreads?: number,
+ * }} HxSaverOptions
+ */
+
+/**
+ * @param {import('@langchain/core/runnables').RunnableConfig} config
+ * @returns {string | null}
+ */
+function checkpointKey(config) {
+  const conf = config.configurable ?? {};
+  if (!conf.checkpoint_id) return null;
+  return JSON.stringify([String(conf.thread_id), String(conf.checkpoint_ns ?? ''), String(conf.checkpoint_id)]);
+}
+
+class HxSaver extends BaseCheckpointSaver {
+  /**
+   * @param {import('pg').Pool | import('pg').Client} conn a pg Pool, or a connected Client (operations take turns on it)
+   * @param {HxSaverOptions} [options]
+   */
+  constructor(conn, options = {}) {
+    super();
+    const {
+      schema = 'langgraph',
+      serde,
+      snapshotMinBytes = 65536,
+      rebuildFactor = 2,
+      maxChain = 10000,
+      cacheThreads = 256,
+    } = options;
+    if (serde !== undefined && (typeof serde.seal !== 'function' || typeof serde.unseal !== 'function')) {
+      throw new TypeError('HxSaver stores values as JSON: its serde may only be an EncryptedSerializer');
+    }
+    if (!(rebuildFactor >= 1)) throw new RangeError('rebuildFactor is at least 1: a rebuild reads at least the state');
+    /** @private */
+    this.db = new Database(conn);
+    /** @private */
+    this.ownsPool = false;
+    /** @type {import('./put').Context} */
+    this.ctx = {
+      sql: new Statements(schema),
+      heads: new HeadCache(cacheThreads),
+      sealer: serde ?? null,
+      snapshotMinBytes,
+      rebuildFactor,
+      maxChain,
+    };
+    /** @private @type {Promise<import('./sql').Server> | null} */
+    this.serverInfo = null;
+    /**
+     * putWrites calls under way, by checkpoint, and the last failure of
+     * each: a put waits for those on its parent
+     * @private @type {Map<string, Set<Promise<void>>>}
+     */
+    this.writing = new Map();
+    /** @private @type {Map<string, unknown>} */
+    this.writeFailed = new Map();
+  }
+
+  /**
+   * A saver on a pool of its own, closed by end().
+   * @param {string} connectionString
+   * @param {HxSaverOptions} [options]
+   */
+  static fromConnString(connectionString, options) {
+    const saver = new HxSaver(new pg.Pool({ connectionString }), options);
+    saver.ownsPool = true;
+    return saver;
+  }
+
+  /** The saver's schema. */
+  get schema() {
+    return this.ctx.sql.schema;
+  }
+
+  /**
+   * Checks that the schema was set up (by the Python package's setup(),
+   * which makes the tables and functions this saver uses) and asks the
+   * server what its writes depend on; throws NotSetUp (42P01) otherwise.
+   * It creates nothing.
+   */
+  async setup() {
+    this.serverInfo = null;
+    await this.server();
+  }
+
+  /** @private */
+  server() {
+    if (this.serverInfo === null) {
+      const asked = this.db.withClient((client) => askServer(client, this.ctx.sql));
+      this.serverInfo = asked;
+      asked.catch(() => {
+        if (this.serverInfo === asked) this.serverInfo = null;
+      });
+    }
+    return this.serverInfo;
+  }
+
+  /**
+   * @param {import('@langchain/core/runnables').RunnableConfig} config
+   * @returns {Promise<import('@langchain/langgraph-checkpoint').CheckpointTuple | undefined>}
+   */
+  async getTuple(config) {
+    return getTuple(this.db, this.ctx, config);
+  }
+
+  /**
+   * @param {import('@langchain/core/runnables').RunnableConfig} config
+   * @param {import('@langchain/langgraph-checkpoint').CheckpointListOptions} [options]
+   * @returns {AsyncGenerator<import('@langchain/langgraph-checkpoint').CheckpointTuple>}
+   */
+  async *list(config, options) {
+    yield* list(this.db, this.ctx, config, options);
+  }
+
+  /**
+   * @param {import('@langchain/core/runnables').RunnableConfig} config
+   * @param {import('@langchain/langgraph-checkpoint').Checkpoint} checkpoint
+   * @param {import('@langchain/langgraph-checkpoint').CheckpointMetadata} metadata
+   * @param {import('@langchain/langgraph-checkpoint').ChannelVersions} [newVersions]
+   * @returns {Promise<import('@langchain/core/runnables').RunnableConfig>}
+   */
+  async put(config, checkpoint, metadata, newVersions = {}) {
+    const t = targetOf(config, checkpoint, metadata);
+    await this.writesDone(config);
+    const server = await this.server();
+    if (!(await fastPut(this.db, this.ctx, server, t, newVersions))) {
+      await slowPut(this.db, this.ctx, server, t, newVersions);
+    }
+    return { configurable: { thread_id: t.threadId, checkpoint_ns: t.ns, checkpoint_id: t.cid } };
+  }
+
+  /**
+   * Wait until the putWrites calls on the checkpoint `config` names (the
+   * parent of the one being put) have ended, and fail if the last of them
+   * failed: a checkpoint never becomes durable before the writes that
+   * produced it.
+   * @private
+   * @param {import('@langchain/core/runnables').RunnableConfig} config
+   */
+  async writesDone(config) {
+    const key = checkpointKey(config);
+    if (key === null) return;
+    while (this.writing.has(key)) await Promise.allSettled([...(/** @type {Set<Promise<void>>} */ (this.writing.get(key)))]);
+    if (this.writeFailed.has(key)) {
+      throw new Error(
+        `the writes of a task at checkpoint ${JSON.parse(key)[2]} were not stored, so the next checkpoint is not either`,
+        { cause: this.writeFailed.get(key) },
+      );
+    }
+  }
+
+  /**
+   * @param {import('@langchain/core/runnables').RunnableConfig} config
+   * @param {import('@langchain/langgraph-checkpoint').PendingWrite[]} writes
+   * @param {string} taskId
+   * @param {string} [taskPath]
+   */
+  async putWrites(config, writes, taskId, taskPath = '') {
+    const key = checkpointKey(config);
+    const run = putWrites(this.db, this.ctx, () => this.server(), config, writes, taskId, taskPath);
+    if (key === null) return run;
+    const pending = this.writing.get(key) ?? new Set();
+    this.writing.set(key, pending);
+    pending.add(run);
+    try {
+      await run;
+      this.writeFailed.delete(key);
+    } catch (err) {
+      const { NonDeterministicRetry } = require('./errors');
+      if (!(err instanceof NonDeterministicRetry)) this.writeFailed.set(key, err); // what was stored first stays stored
+      throw err;
+    } finally {
+      pending.delete(run);
+      if (!pending.size) this.writing.delete(key);
+    }
+  }
+
+  /** @param {string} threadId */
+  async deleteThread(threadId) {
+    await deleteThread(this.db, this.ctx, await this.server(), threadId);
+  }
+
+  /**
+   * Take the thread: from now on a write to it must carry the token
+   * returned (`configurable.hx_owner`); the writer that had it is
+   * refused from now on (OwnerSuperseded).  Waits for the writes under way.
+   * @param {string} threadId
+   * @returns {Promise<string>}
+   */
+  async acquire(threadId) {
+    const id = checkKey('thread id', threadId);
+    return this.db.transaction((client) => ownership.acquire(client, this.ctx.sql, id));
+  }
+
+  /**
+   * Give the thread up; whether `token` owned it.
+   * @param {string} threadId
+   * @param {string} token
+   * @returns {Promise<boolean>}
+   */
+  async release(threadId, token) {
+    return this.db.transaction((client) => ownership.release(client, this.ctx.sql, String(threadId), String(token)));
+  }
+
+  /**
+   * The epoch of the thread's owner (null: it has none).
+   * @param {string} threadId
+   * @returns {Promise<number | null>}
+   */
+  async ownerEpoch(threadId) {
+    const rows = await this.db.query(this.ctx.sql.EPOCH_SQL, [String(threadId)]);
+    return rows.length ? Number(rows[0].epoch) : null;
+  }
+
+  /**
+   * Record a run on its thread, with its input, before it is dispatched
+   * (durable before anything else of it); idempotent.
+   * @param {string} threadId
+   * @param {string} runId
+   * @param {unknown} input JSON
+   */
+  async admit(threadId, runId, input) {
+    return runs.admit(this.db, this.ctx.sql, threadId, runId, input);
+  }
+
+  /**
+   * Record how an admitted run ended (success, interrupt, error,
+   * cancelled); the first end only.
+   * @param {string} threadId
+   * @param {string} runId
+   * @param {'success' | 'interrupt' | 'error' | 'cancelled'} outcome
+   * @param {string | null} [detail]
+   */
+  async finish(threadId, runId, outcome, detail = null) {
+    return runs.finish(this.db, this.ctx.sql, threadId, runId, outcome, detail);
+  }
+
+  /**
+   * The admitted runs (of a thread, or all) that have not ended, or all.
+   * @param {string | null} [threadId]
+   * @param {{ unfinished?: boolean }} [options]
+   */
+  async admissions(threadId = null, { unfinished = true } = {}) {
+    return runs.admissions(this.db, this.ctx.sql, threadId === null ? null : String(threadId), unfinished);
+  }
+
+  /** Close the pool fromConnString opened (a pool or client given to the constructor stays open). */
+  async end() {
+    if (this.ownsPool) await /** @type {import('pg').Pool} */ (this.db.conn).end();
+  }
+}
+
+module.exports = { HxSaver };

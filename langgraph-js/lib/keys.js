@@ -1,6 +1,6 @@
 'use strict';
 // A key of a read or a delete: its text, or null when no stored row can
-// have it (longer than any key the saver stores); a NUL or a lone
+// have it (none, or longer than any key the saver stores); a NUL or a lone
 // surrogate is InvalidParameterValue (22023), as for a write.
 
 const { InvalidParameterValue } = require('./errors');
@@ -12,6 +12,7 @@ const { checkKey } = require('./limits');
  * @returns {string | null}
  */
 function readKeyOrNull(what, value) {
+  if (value === undefined || value === null) return null;
   try {
     return checkKey(what, value);
   } catch (err) {

@@ -127,6 +127,12 @@ function newState(t, newVersions, base) {
       if (size !== undefined) sizes.set(ch, size);
       continue;
     }
+    if (!t.parent && !hasOwn(newVersions, ch)) {
+      // a root stores the channels its new versions name (a value whose
+      // version is not new was stored with that version before: LangGraph's
+      // contract, which its validation suite checks)
+      continue;
+    }
     const enc = encodeChannel(value, old, base ? base.objects.get(ch) : undefined);
     setOwn(state, ch, enc.value);
     if (enc.items) objects.set(ch, enc.items);

@@ -4,7 +4,7 @@
 // list (the checkpoints of a filter, newest first, a page at a time, each
 // page in a short read-only transaction of its own).
 
-const { getCheckpointId } = require('@langchain/langgraph-checkpoint');
+const { getCheckpointId, maxChannelVersion, TASKS } = require('@langchain/langgraph-checkpoint');
 const { decode, encode } = require('./codec');
 const { itemsOf } = require('./heads');
 const { readKeyOrNull: readKey } = require('./keys');
@@ -49,13 +49,39 @@ async function getTuple(db, ctx, config) {
     /** @type {Row} */
     const row = parse(last.row, 'a checkpoint row');
     if (cached !== undefined && row.checkpoint_id === known) {
-      return toTuple(ctx, row, cached.state, { fork: Boolean(last.superseded), remember: false });
+      return migrateSends(client, ctx, toTuple(ctx, row, cached.state, { fork: Boolean(last.superseded), remember: false }));
     }
     const state = await rebuildFrom(client, ctx, threadId, ns, row.checkpoint_id, row.base_id, rows);
     // a run from a checkpoint that is not its namespace's newest, asked
     // for by id, branches from it (time travel): its config says so
-    return toTuple(ctx, row, state, { fork: Boolean(last.superseded), remember: true });
+    return migrateSends(client, ctx, toTuple(ctx, row, state, { fork: Boolean(last.superseded), remember: true }));
   });
+}
+
+/**
+ * A checkpoint of LangGraph's format before v4 kept the sends of its
+ * step as its parent's writes to __pregel_tasks; since v4 they are the
+ * channel's value.  Such a checkpoint is handed out in v4's form, as
+ * LangGraph's own savers hand it out.
+ * @param {import('./db').Queryable} client
+ * @param {import('./put').Context} ctx
+ * @param {import('@langchain/langgraph-checkpoint').CheckpointTuple} tuple
+ */
+async function migrateSends(client, ctx, tuple) {
+  const parent = tuple.parentConfig?.configurable?.checkpoint_id;
+  if (!(Number(tuple.checkpoint.v) < 4) || !parent) return tuple;
+  const { thread_id: threadId, checkpoint_ns: ns } = /** @type {Record<string, string>} */ (tuple.config.configurable);
+  const rows = (await client.query(ctx.sql.SENDS_SQL, [threadId, ns, parent])).rows;
+  if (!rows.length) return tuple;
+  const where = /** @type {[string, string, string]} */ ([threadId, ns, parent]);
+  const sends = rows.map((/** @type {any} */ r) =>
+    decode(openWrite(ctx.sealer, where, r.task_id, r.idx, r.channel, parse(r.packed === null ? r.value : unpack(r.packed), 'a stored write'))),
+  );
+  const checkpoint = tuple.checkpoint;
+  const versions = Object.values(checkpoint.channel_versions);
+  checkpoint.channel_values = { ...checkpoint.channel_values, [TASKS]: sends };
+  checkpoint.channel_versions = { ...checkpoint.channel_versions, [TASKS]: versions.length ? maxChannelVersion(...versions) : 1 };
+  return tuple;
 }
 
 /**
@@ -184,7 +210,8 @@ async function* list(db, ctx, config, options = {}) {
     }, 'ISOLATION LEVEL REPEATABLE READ, READ ONLY');
     decoded.clear();
     for (const r of page.rows) {
-      yield toTuple(ctx, r, /** @type {Record<string, any>} */ (page.states.get(JSON.stringify([r.thread_id, r.checkpoint_ns, r.checkpoint_id]))), { decoded });
+      const tuple = toTuple(ctx, r, /** @type {Record<string, any>} */ (page.states.get(JSON.stringify([r.thread_id, r.checkpoint_ns, r.checkpoint_id]))), { decoded });
+      yield Number(tuple.checkpoint.v) < 4 ? await db.withClient((client) => migrateSends(client, ctx, tuple)) : tuple;
     }
     remaining -= page.rows.length;
     if (page.rows.length < n) return;

@@ -196,6 +196,11 @@ RETURNING o.token`;
       'DO UPDATE SET channel = EXCLUDED.channel, value = EXCLUDED.value, packed = EXCLUDED.packed, task_path = EXCLUDED.task_path';
     this.STORED_WRITES_SQL = `SELECT idx, channel, value::text AS value, packed FROM ${s}.writes
  WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND task_id = $4 AND idx = ANY($5::int[])`;
+    // the sends a checkpoint of LangGraph's format before v4 inherits:
+    // its parent's writes to __pregel_tasks, in the order of writes
+    this.SENDS_SQL = `SELECT task_id, idx, channel, value::text AS value, packed FROM ${s}.writes
+ WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3 AND channel = '__pregel_tasks'
+ ORDER BY task_path, task_id, idx`;
     this.INTERRUPTS_SQL = `SELECT (SELECT max(c.checkpoint_id) FROM ${s}.checkpoints c
           WHERE c.thread_id = $1 AND c.checkpoint_ns = '') = $2 AS head,
        (SELECT jsonb_agg(w.value::jsonb ORDER BY w.task_path, w.task_id, w.idx) FROM ${s}.writes w

@@ -10,7 +10,34 @@
 // See README.md.
 const { HxSaver } = require('./lib/saver');
 const { EncryptedSerializer } = require('./lib/crypto');
-const errors = require('./lib/errors');
+const {
+  HxSaverError,
+  NotSetUp,
+  ThreadConflict,
+  OwnerSuperseded,
+  TypeNotAllowed,
+  InvalidParameterValue,
+  ProgramLimitExceeded,
+  DataCorrupted,
+  Tampered,
+  NonDeterministicRetry,
+} = require('./lib/errors');
 const { MAX_KEY_BYTES, MAX_ID_BYTES } = require('./lib/limits');
 
-module.exports = { HxSaver, EncryptedSerializer, MAX_KEY_BYTES, MAX_ID_BYTES, ...errors };
+// (each name written out: an ES module's import finds them so)
+module.exports = {
+  HxSaver,
+  EncryptedSerializer,
+  MAX_KEY_BYTES,
+  MAX_ID_BYTES,
+  HxSaverError,
+  NotSetUp,
+  ThreadConflict,
+  OwnerSuperseded,
+  TypeNotAllowed,
+  InvalidParameterValue,
+  ProgramLimitExceeded,
+  DataCorrupted,
+  Tampered,
+  NonDeterministicRetry,
+};

@@ -42,6 +42,7 @@ class EncryptedSerializer {
    *   "k1"), or keys by id, the first sealing; each of 16, 24 or 32 bytes
    */
   constructor(keys) {
+    /** @type {Record<string, Uint8Array>} */
     const named = keys instanceof Uint8Array ? { k1: keys } : { ...keys };
     const ids = Object.keys(named);
     if (!ids.length) throw new TypeError('EncryptedSerializer needs a key');
@@ -66,7 +67,7 @@ class EncryptedSerializer {
   seal(plaintext, where) {
     const key = /** @type {Buffer} */ (this.keys.get(this.keyId));
     const nonce = crypto.randomBytes(12);
-    const cipher = crypto.createCipheriv(`aes-${key.length * 8}-gcm`, key, nonce);
+    const cipher = crypto.createCipheriv(/** @type {crypto.CipherGCMTypes} */ (`aes-${key.length * 8}-gcm`), key, nonce);
     cipher.setAAD(aad(this.keyId, where));
     const sealed = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
     return { $hx: 'sealed', k: this.keyId, d: Buffer.concat([nonce, sealed]).toString('base64') };
@@ -91,7 +92,7 @@ class EncryptedSerializer {
     const raw = /^[A-Za-z0-9+/]*={0,2}$/.test(e.d) && e.d.length % 4 === 0 ? Buffer.from(e.d, 'base64') : null;
     try {
       if (raw === null || raw.length < 28) throw new Error('short');
-      const decipher = crypto.createDecipheriv(`aes-${key.length * 8}-gcm`, key, raw.subarray(0, 12));
+      const decipher = crypto.createDecipheriv(/** @type {crypto.CipherGCMTypes} */ (`aes-${key.length * 8}-gcm`), key, raw.subarray(0, 12));
       decipher.setAAD(aad(/** @type {string} */ (e.k), where));
       decipher.setAuthTag(raw.subarray(raw.length - 16));
       return Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]);

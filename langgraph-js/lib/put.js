@@ -72,6 +72,7 @@ function targetOf(config, checkpoint, metadata) {
   // ownership token is a writer's, not the thread's)
   delete md[OWNER_KEY];
   delete md[FORK_KEY];
+  /** @type {Record<string, unknown>} */
   const bookkeeping = { ...checkpoint };
   delete bookkeeping.channel_values;
   delete bookkeeping.id;

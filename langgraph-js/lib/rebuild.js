@@ -33,6 +33,7 @@ function walk(rows, cid, baseId) {
   /** @type {string | null | undefined} */
   let at = cid;
   for (;;) {
+    /** @type {ChainRow | undefined} */
     const r = at == null ? undefined : byId.get(at);
     if (r === undefined || r.part === null || parts.length >= rows.length) return null;
     parts.push([r.id, r.part]);

@@ -60,6 +60,7 @@ function pack(text, { always = false } = {}) {
  * @returns {string}
  */
 function unpack(packed) {
+  /** @type {zlib.ZlibOptions} */
   let options = { maxOutputLength: MAX_UNPACKED };
   if (packed.length >= 6 && packed[1] & 0x20) {
     const zdict = ZDICTS.get(packed.readUInt32BE(2));

@@ -50,6 +50,7 @@ function interruptItems(encoded) {
  */
 function checkpointEvent(patch, state, { extendsHead, hadInterrupts, interrupts }) {
   if (patch !== null && extendsHead) {
+    /** @type {Record<string, any>[]} */
     const delta = hadInterrupts ? [{ op: 'remove', path: '/' + INTERRUPT }] : [];
     delta.push(...patch);
     if (interrupts.length) delta.push({ op: 'add', path: '/' + INTERRUPT, value: interrupts });

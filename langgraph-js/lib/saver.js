@@ -272,6 +272,22 @@ class HxSaver extends BaseCheckpointSaver {
     return runs.admissions(this.db, this.ctx.sql, threadId === null ? null : String(threadId), unfinished);
   }
 
+  /**
+   * Integers, as the base class's; a thread begun with string versions
+   * (PostgresSaver's `<counter>.<random>`, which the Python saver keeps)
+   * keeps their form: LangGraph compares a checkpoint's versions together.
+   * @param {number | undefined} current
+   * @returns {number}
+   */
+  getNextVersion(current) {
+    if (typeof current === 'string') {
+      const head = /** @type {string} */ (current).split('.')[0];
+      const next = String(Number.parseInt(head, 10) + 1).padStart(head.length, '0');
+      return /** @type {any} */ (`${next}.${String(Math.random()).slice(2).padEnd(16, '0').slice(0, 16)}`);
+    }
+    return current === undefined ? 1 : current + 1;
+  }
+
   /** Close the pool fromConnString opened (a pool or client given to the constructor stays open). */
   async end() {
     if (this.ownsPool) await /** @type {import('pg').Pool} */ (this.db.conn).end();

@@ -205,6 +205,14 @@ test('the rules of a writer', { timeout: 120000 }, async (t) => {
     assert.throws(() => new EncryptedSerializer({ k: Buffer.alloc(7) }), /16, 24 or 32 bytes/);
   });
 
+  await t.test("versions: integers; a thread's string versions keep their form and grow", () => {
+    assert.equal(saver.getNextVersion(undefined), 1);
+    assert.equal(saver.getNextVersion(41), 42);
+    const next = /** @type {any} */ (saver.getNextVersion(/** @type {any} */ ('00000000000000000000000000000009.0123')));
+    assert.match(next, /^00000000000000000000000000000010\.[0-9]{16}$/);
+    assert.ok(next > '00000000000000000000000000000009.9');
+  });
+
   await t.test('the schema: one the Python package did not set up is 42P01, and the saver makes nothing', async () => {
     const none = new HxSaver(p, { schema: 'lgjs_nowhere' });
     await rejects(none.setup(), '42P01', /has not been set up/);

@@ -1,7 +1,9 @@
 'use strict';
-// What the package's tests share: a pool on the cluster the environment
-// names (PGHOST, PGPORT, PGUSER, PGDATABASE, as test/lib/cluster.sh sets
-// them), and the Python package, run from the venv of
+// What the package's tests share: a database of their own, hxstate_lgjs
+// with hxstate, on the cluster the environment names (PGHOST, PGPORT,
+// PGUSER, as test/lib/cluster.sh sets them; PGDATABASE is set to it
+// here, for the pools, Python and the processes the tests start), and
+// the Python package, run from the venv of
 // python/requirements-test.txt (HX_PYTHON: its python; test/suite's node
 // suite builds it) with python/src on its path, which sets the saver's
 // schema up and writes and reads threads for the cross-language tests.
@@ -11,6 +13,40 @@ const { execFile } = require('node:child_process');
 const pg = require('pg');
 
 const TOP = path.resolve(__dirname, '..', '..');
+const DATABASE = 'hxstate_lgjs';
+const ADMIN_DATABASE = process.env.PGDATABASE || 'postgres';
+process.env.PGDATABASE = DATABASE;
+
+/** @type {Promise<void> | null} */
+let made = null;
+
+/**
+ * The tests' database, with hxstate, made once (test files run side by
+ * side: one may make it while another does).
+ */
+function database() {
+  made ??= (async () => {
+    const admin = new pg.Client({ database: ADMIN_DATABASE === DATABASE ? 'postgres' : ADMIN_DATABASE });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE DATABASE ${DATABASE}`).catch((err) => {
+        if (err.code !== '42P04' && err.code !== '23505') throw err; // made already
+      });
+    } finally {
+      await admin.end();
+    }
+    const client = new pg.Client();
+    await client.connect();
+    try {
+      await client.query('CREATE EXTENSION IF NOT EXISTS hxstate').catch((err) => {
+        if (err.code !== '23505' && err.code !== '42710') throw err; // made already
+      });
+    } finally {
+      await client.end();
+    }
+  })();
+  return made;
+}
 
 /** The python of the venv with LangGraph and psycopg (HX_PYTHON). */
 function python() {
@@ -57,6 +93,7 @@ function runPython(code, { input, env = {} } = {}) {
  * @param {string} schema
  */
 async function setupSchema(schema) {
+  await database();
   await runPython(
     `import sys\nfrom hxstate.langgraph import HxSaver\nwith HxSaver.from_conn_string("", schema=sys.argv[1] if len(sys.argv) > 1 else ${JSON.stringify(schema)}) as s:\n    s.setup()\n`,
   );
@@ -67,14 +104,4 @@ function pool() {
   return new pg.Pool({ max: 4 });
 }
 
-/**
- * Remove every thread of a schema's tables (and their log streams).
- * @param {pg.Pool} p
- * @param {string} schema
- */
-async function clear(p, schema) {
-  const s = '"' + schema.replace(/"/g, '""') + '"';
-  await p.query(`TRUNCATE ${s}.checkpoints, ${s}.writes, ${s}.owners, ${s}.runs`);
-}
-
-module.exports = { TOP, python, runPython, setupSchema, pool, clear };
+module.exports = { TOP, DATABASE, database, python, runPython, setupSchema, pool };

@@ -151,6 +151,17 @@ for (const sealed of [false, true]) {
         }
       }
     });
+    await t.test('both writers chose the same checkpoints for snapshots, by the same rule', async () => {
+      const { rows } = await p.query(
+        `SELECT thread_id, string_agg(CASE WHEN snapshot IS NOT NULL THEN 'S' ELSE 'd' END, '' ORDER BY checkpoint_ns, checkpoint_id) AS kinds,
+                string_agg(chain_len::text, ',' ORDER BY checkpoint_ns, checkpoint_id) AS chains
+           FROM ${SCHEMA}.checkpoints WHERE thread_id = ANY($1) GROUP BY thread_id ORDER BY thread_id`,
+        [[jsThread, pyThread]],
+      );
+      assert.equal(rows.length, 2);
+      assert.equal(rows[0].kinds, rows[1].kinds);
+      assert.equal(rows[0].chains, rows[1].chains);
+    });
     if (!sealed) {
       await t.test("SQL's state_at and the threads' streams agree between the writers", async () => {
         const states = await p.query(

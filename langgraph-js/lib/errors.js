@@ -39,7 +39,7 @@ OwnerSuperseded.code = '55000';
 class TypeNotAllowed extends HxSaverError {}
 TypeNotAllowed.code = '22023';
 
-/** 22023: a key (thread id, namespace, ...) with a NUL or a lone surrogate. */
+/** 22023: a key (thread id, namespace, ...) with a NUL or a lone surrogate, or an argument that is not what the method takes. */
 class InvalidParameterValue extends HxSaverError {}
 InvalidParameterValue.code = '22023';
 

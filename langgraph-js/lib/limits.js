@@ -51,6 +51,18 @@ function checkKey(what, value, limit = MAX_KEY_BYTES) {
 }
 
 /**
+ * Text the saver passes to the server but does not key rows by (an
+ * owner's token, a run's detail, a bound of list()): a string (or a
+ * number), without a NUL or a lone surrogate, of any length.
+ * @param {string} what
+ * @param {unknown} value
+ * @returns {string}
+ */
+function checkText(what, value) {
+  return checkKey(what, value, Infinity);
+}
+
+/**
  * A checkpoint, task or run id, at most 256 bytes.
  * @param {string} what
  * @param {unknown} value
@@ -60,4 +72,4 @@ function checkId(what, value) {
   return checkKey(what, value, MAX_ID_BYTES);
 }
 
-module.exports = { MAX_KEY_BYTES, MAX_ID_BYTES, checkKey, checkId };
+module.exports = { MAX_KEY_BYTES, MAX_ID_BYTES, checkKey, checkId, checkText };

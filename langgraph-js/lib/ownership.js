@@ -9,6 +9,7 @@
 
 const crypto = require('node:crypto');
 const { OwnerSuperseded } = require('./errors');
+const { checkText } = require('./limits');
 
 /** The config key of a write's ownership token. */
 const OWNER_KEY = 'hx_owner';
@@ -19,7 +20,7 @@ const OWNER_KEY = 'hx_owner';
  */
 function ownerOf(config) {
   const token = config.configurable?.[OWNER_KEY];
-  return token === undefined || token === null ? null : String(token);
+  return token === undefined || token === null ? null : checkText('owner token', token);
 }
 
 /**

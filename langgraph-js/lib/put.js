@@ -21,11 +21,12 @@
 // (put_checkpoint(), which the Python package's setup() makes); any
 // other reads what it needs first, in a transaction.
 
-const { ThreadConflict } = require('./errors');
+const { ThreadConflict, InvalidParameterValue } = require('./errors');
 const D = require('./delta');
 const { encodeChannel } = require('./heads');
 const { encode } = require('./codec');
-const { checkId, checkKey } = require('./limits');
+const { checkId, checkKey, checkText } = require('./limits');
+const { configurableOf, given, kindOf } = require('./keys');
 const { OWNER_KEY, ownerOf, refused, checkOwner } = require('./ownership');
 const { rebuildFrom } = require('./rebuild');
 const { sealPart } = require('./sealing');
@@ -63,9 +64,14 @@ const FORK_KEY = 'hx_fork_of';
  * @returns {Target}
  */
 function targetOf(config, checkpoint, metadata) {
-  const conf = config.configurable;
-  if (conf === undefined || conf === null) throw new TypeError('config.configurable is missing: a put needs a thread_id');
-  if (conf.thread_id === undefined || conf.thread_id === null) throw new TypeError('config.configurable.thread_id is missing');
+  const conf = configurableOf('put', config);
+  if (conf.thread_id === undefined || conf.thread_id === null) {
+    throw new InvalidParameterValue('put needs config.configurable.thread_id');
+  }
+  objectOrNone('checkpoint', checkpoint, false);
+  objectOrNone('metadata', metadata, true);
+  objectOrNone("checkpoint's channel_values", checkpoint.channel_values, true);
+  checkVersions("checkpoint's channel_versions", checkpoint.channel_versions);
   /** @type {Record<string, unknown>} */
   const md = { ...metadata };
   // a config's keys copied into the metadata: not the saver's own (an
@@ -82,14 +88,41 @@ function targetOf(config, checkpoint, metadata) {
     threadId: checkKey('thread id', conf.thread_id),
     ns: checkKey('checkpoint namespace', conf.checkpoint_ns ?? ''),
     cid: checkId('checkpoint id', checkpoint.id),
-    parent: conf.checkpoint_id ? checkId('checkpoint id', conf.checkpoint_id) : null,
+    parent: given(conf.checkpoint_id) ? checkId('checkpoint id', conf.checkpoint_id) : null,
     metadata: md,
     values: checkpoint.channel_values ?? {},
     versions: { ...(checkpoint.channel_versions ?? {}) },
-    forkOf: conf[FORK_KEY] ? String(conf[FORK_KEY]) : null,
+    forkOf: given(conf[FORK_KEY]) ? checkId(`checkpoint id (${FORK_KEY})`, conf[FORK_KEY]) : null,
     owner: ownerOf(config),
     bookkeeping,
   };
+}
+
+/**
+ * Channels' versions: an object of numbers or strings (LangGraph's
+ * integers, or PostgresSaver's `<counter>.<random>`), or none.
+ * @param {string} what
+ * @param {unknown} versions
+ */
+function checkVersions(what, versions) {
+  objectOrNone(what, versions, true);
+  for (const [ch, v] of Object.entries(/** @type {object} */ (versions ?? {}))) {
+    if (typeof v === 'number' ? !Number.isFinite(v) : typeof v !== 'string') {
+      throw new InvalidParameterValue(`put's ${what} are numbers or strings: the version of channel ${JSON.stringify(ch.slice(0, 40))} is ${typeof v === 'number' ? v : kindOf(v)}`);
+    }
+    checkText('channel version', v);
+  }
+}
+
+/**
+ * `value` is an object (not an array), or (when `optional`) none.
+ * @param {string} what
+ * @param {unknown} value
+ * @param {boolean} optional
+ */
+function objectOrNone(what, value, optional) {
+  if (optional && (value === undefined || value === null)) return;
+  if (!isObject(value)) throw new InvalidParameterValue(`put's ${what} is an object, not ${kindOf(value)}`);
 }
 
 /**
@@ -286,7 +319,7 @@ async function fastPut(db, ctx, server, t, newVersions) {
   const rootState = publish && !base ? dumps(publicState(change.state)) : null;
   const [result] = await db.query(ctx.sql.PUT_SQL, [
     ...rowValues(t, row),
-    RUN_SOURCES.has(String(t.metadata.source)),
+    RUN_SOURCES.has(/** @type {any} */ (t.metadata.source)),
     t.forkOf,
     publish,
     patch,
@@ -324,7 +357,7 @@ async function slowPut(db, ctx, server, t, newVersions) {
       const [p] = (await client.query(ctx.sql.PARENT_SQL, [t.threadId, t.ns, t.parent, t.cid])).rows;
       if (p !== undefined) {
         const [own] = (await client.query(ctx.sql.EXISTS_SQL, [t.threadId, t.ns, t.cid])).rows;
-        if (p.continued !== null && RUN_SOURCES.has(String(t.metadata.source)) && !own.exists && t.forkOf !== t.parent) {
+        if (p.continued !== null && RUN_SOURCES.has(/** @type {any} */ (t.metadata.source)) && !own.exists && t.forkOf !== t.parent) {
           throw conflict(t, p.continued);
         }
         const sizes = {
@@ -376,4 +409,4 @@ async function slowPut(db, ctx, server, t, newVersions) {
   });
 }
 
-module.exports = { RUN_SOURCES, FORK_KEY, targetOf, newState, fastPut, slowPut };
+module.exports = { RUN_SOURCES, FORK_KEY, targetOf, checkVersions, newState, fastPut, slowPut };

@@ -4,10 +4,11 @@
 // list (the checkpoints of a filter, newest first, a page at a time, each
 // page in a short read-only transaction of its own).
 
-const { getCheckpointId, maxChannelVersion, TASKS } = require('@langchain/langgraph-checkpoint');
+const { maxChannelVersion, TASKS } = require('@langchain/langgraph-checkpoint');
 const { decode, encode } = require('./codec');
 const { itemsOf } = require('./heads');
-const { readKeyOrNull: readKey } = require('./keys');
+const { readKeyOrNull: readKey, configurableOf, askedCheckpointId, filterOf, limitOf } = require('./keys');
+const { checkText } = require('./limits');
 const { FORK_KEY } = require('./put');
 const { Replayer } = require('./delta');
 const { rebuildFrom } = require('./rebuild');
@@ -35,11 +36,12 @@ const PAGE_SIZE = 100;
  * @returns {Promise<import('@langchain/langgraph-checkpoint').CheckpointTuple | undefined>}
  */
 async function getTuple(db, ctx, config) {
-  const conf = config.configurable ?? {};
+  const conf = configurableOf('getTuple', config);
   const threadId = readKey('thread id', conf.thread_id);
   const ns = readKey('checkpoint namespace', conf.checkpoint_ns ?? '');
-  const cid = getCheckpointId(config) || null;
-  if (threadId === null || ns === null) return undefined;
+  const asked = askedCheckpointId(conf);
+  if (threadId === null || ns === null || asked === null) return undefined;
+  const cid = asked ?? null;
   return db.withClient(async (client) => {
     const cached = ctx.heads.get(threadId, ns);
     const known = cached ? cached.checkpointId : null;
@@ -159,7 +161,9 @@ function decodeShared(enc, decoded) {
  * @returns {AsyncGenerator<import('@langchain/langgraph-checkpoint').CheckpointTuple>}
  */
 async function* list(db, ctx, config, options = {}) {
-  const { filter, before, limit } = options;
+  const { filter: given, before, limit } = options ?? {};
+  const filter = filterOf(given);
+  let remaining = limitOf(limit);
   /** @type {string[]} */
   const wheres = [];
   /** @type {unknown[]} */
@@ -169,7 +173,7 @@ async function* list(db, ctx, config, options = {}) {
     params.push(v);
     return `$${params.length + 4}`;
   };
-  const conf = config?.configurable ?? {};
+  const conf = config === undefined || config === null ? {} : configurableOf('list', config);
   if (conf.thread_id !== undefined && conf.thread_id !== null && conf.thread_id !== '') {
     const threadId = readKey('thread id', conf.thread_id);
     if (threadId === null) return;
@@ -180,11 +184,13 @@ async function* list(db, ctx, config, options = {}) {
     if (ns === null) return;
     wheres.push(`c.checkpoint_ns = ${param(ns)}`);
   }
-  if (config && getCheckpointId(config)) wheres.push(`c.checkpoint_id = ${param(getCheckpointId(config))}`);
-  if (filter && Object.keys(filter).length) wheres.push(`c.metadata @> ${param(dumps(encode(filter)))}::jsonb`);
-  if (before?.configurable?.checkpoint_id !== undefined) wheres.push(`c.checkpoint_id < ${param(String(before.configurable.checkpoint_id))}`);
+  const asked = askedCheckpointId(conf);
+  if (asked === null) return;
+  if (asked !== undefined) wheres.push(`c.checkpoint_id = ${param(asked)}`);
+  if (filter !== null) wheres.push(`c.metadata @> ${param(dumps(encode(filter)))}::jsonb`);
+  const beforeId = before === undefined || before === null ? undefined : configurableOf("list()'s before", before).checkpoint_id;
+  if (beforeId !== undefined && beforeId !== null) wheres.push(`c.checkpoint_id < ${param(checkText('checkpoint id', beforeId))}`);
   const sql = ctx.sql.listSql(wheres);
-  let remaining = limit === undefined || limit === null ? Infinity : Math.max(0, Math.floor(Number(limit)));
   /** @type {[string | null, string | null, string | null]} */
   let after = [null, null, null];
   /** @type {Map<unknown, unknown>} */

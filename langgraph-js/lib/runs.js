@@ -5,8 +5,9 @@
 // admissions() lists those not ended, each with how many checkpoints its
 // id is on (metadata.run_id): none means it was lost before its first.
 
-const { NonDeterministicRetry } = require('./errors');
-const { checkId, checkKey } = require('./limits');
+const { NonDeterministicRetry, InvalidParameterValue, TypeNotAllowed } = require('./errors');
+const { checkId, checkKey, checkText } = require('./limits');
+const { readKeyOrNull, kindOf } = require('./keys');
 const { equalJson } = require('./equal');
 
 /** How a run ends. */
@@ -51,7 +52,7 @@ function admissionOf(r, isNew) {
 async function admit(db, sql, threadId, runId, input) {
   const thread = checkKey('thread id', threadId);
   const run = checkId('run id', runId);
-  const text = JSON.stringify(input ?? null);
+  const text = inputText(input);
   let rows = await db.query(sql.ADMIT_SQL, [thread, run, text]);
   if (!rows.length) {
     // another admitted it meanwhile: read it
@@ -69,25 +70,54 @@ async function admit(db, sql, threadId, runId, input) {
 /**
  * @param {import('./db').Database} db
  * @param {import('./sql').Statements} sql
- * @param {string} threadId
- * @param {string} runId
- * @param {string} outcome
- * @param {string | null} detail
+ * @param {unknown} threadId
+ * @param {unknown} runId
+ * @param {unknown} outcome
+ * @param {unknown} detail
  */
 async function finish(db, sql, threadId, runId, outcome, detail) {
-  if (!OUTCOMES.has(outcome)) throw new TypeError(`a run ends in one of ${[...OUTCOMES].join(', ')}, not ${JSON.stringify(outcome)}`);
-  return (await db.query(sql.FINISH_SQL, [String(threadId), String(runId), outcome, detail])).length > 0;
+  const thread = checkKey('thread id', threadId);
+  const run = checkId('run id', runId);
+  if (typeof outcome !== 'string' || !OUTCOMES.has(outcome)) {
+    const given = typeof outcome === 'string' ? JSON.stringify(outcome.slice(0, 40)) : kindOf(outcome);
+    throw new InvalidParameterValue(`a run ends in one of ${[...OUTCOMES].join(', ')}, not ${given}`);
+  }
+  const text = detail === undefined || detail === null ? null : checkText("run's detail", detail);
+  return (await db.query(sql.FINISH_SQL, [thread, run, outcome, text])).length > 0;
+}
+
+/**
+ * A run's input as JSON text: a value JSON.stringify writes (no BigInt,
+ * no cycle, not a function or a symbol), without a lone surrogate.
+ * @param {unknown} input
+ * @returns {string}
+ */
+function inputText(input) {
+  /** @type {string | undefined} */
+  let text;
+  try {
+    text = JSON.stringify(input ?? null);
+  } catch (err) {
+    throw new TypeNotAllowed(`a run's input is JSON: ${/** @type {Error} */ (err).message}`, { cause: err });
+  }
+  if (text === undefined) throw new TypeNotAllowed(`a run's input is JSON, not ${kindOf(input)}`);
+  return text;
 }
 
 /**
  * @param {import('./db').Database} db
  * @param {import('./sql').Statements} sql
- * @param {string | null} threadId
+ * @param {unknown} threadId
  * @param {boolean} unfinished
  * @returns {Promise<Admission[]>}
  */
 async function admissions(db, sql, threadId, unfinished) {
-  return (await db.query(sql.ADMISSIONS_SQL, [threadId, unfinished, null])).map((r) => admissionOf(r, false));
+  let thread = null;
+  if (threadId !== undefined && threadId !== null) {
+    thread = readKeyOrNull('thread id', threadId);
+    if (thread === null) return []; // longer than any thread id stored
+  }
+  return (await db.query(sql.ADMISSIONS_SQL, [thread, Boolean(unfinished), null])).map((r) => admissionOf(r, false));
 }
 
 module.exports = { OUTCOMES, admit, finish, admissions };

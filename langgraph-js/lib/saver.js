@@ -11,13 +11,15 @@ const { Database } = require('./db');
 const { HeadCache } = require('./heads');
 const { Statements } = require('./sql');
 const { askServer } = require('./server');
-const { targetOf, fastPut, slowPut } = require('./put');
+const { targetOf, checkVersions, fastPut, slowPut } = require('./put');
 const { putWrites } = require('./writes');
 const { getTuple, list } = require('./read');
 const { deleteThread } = require('./retention');
 const ownership = require('./ownership');
 const runs = require('./runs');
-const { checkKey } = require('./limits');
+const { checkKey, checkText } = require('./limits');
+const { readKeyOrNull } = require('./keys');
+const { InvalidParameterValue, NonDeterministicRetry } = require('./errors');
 
 /**
  * @typedef {{
@@ -35,9 +37,25 @@ const { checkKey } = require('./limits');
  * @returns {string | null}
  */
 function checkpointKey(config) {
-  const conf = config.configurable ?? {};
-  if (!conf.checkpoint_id) return null;
-  return JSON.stringify([String(conf.thread_id), String(conf.checkpoint_ns ?? ''), String(conf.checkpoint_id)]);
+  const conf = /** @type {Record<string, unknown>} */ (config?.configurable ?? {});
+  const parts = [conf.thread_id, conf.checkpoint_ns ?? '', conf.checkpoint_id];
+  // (a key that is no string names no checkpoint: the write refuses it)
+  if (!conf.checkpoint_id || !parts.every((p) => typeof p === 'string' || typeof p === 'number')) return null;
+  return JSON.stringify(parts.map(String));
+}
+
+/**
+ * A numeric option: a number, at least `min` (an integer when `integer`).
+ * @param {string} name
+ * @param {unknown} value
+ * @param {number} min
+ * @param {boolean} integer
+ * @param {string} what
+ */
+function atLeast(name, value, min, integer, what) {
+  if (typeof value !== 'number' || !(value >= min) || (integer && !Number.isInteger(value) && value !== Infinity)) {
+    throw new InvalidParameterValue(`HxSaver's ${name} is ${integer ? 'an integer' : 'a number'} of at least ${min} (${what})`);
+  }
 }
 
 class HxSaver extends BaseCheckpointSaver {
@@ -54,11 +72,17 @@ class HxSaver extends BaseCheckpointSaver {
       rebuildFactor = 2,
       maxChain = 10000,
       cacheThreads = 256,
-    } = options;
-    if (serde !== undefined && (typeof serde.seal !== 'function' || typeof serde.unseal !== 'function')) {
-      throw new TypeError('HxSaver stores values as JSON: its serde may only be an EncryptedSerializer');
+    } = options ?? {};
+    if (serde !== undefined && (typeof serde?.seal !== 'function' || typeof serde?.unseal !== 'function')) {
+      throw new InvalidParameterValue('HxSaver stores values as JSON: its serde may only be an EncryptedSerializer');
     }
-    if (!(rebuildFactor >= 1)) throw new RangeError('rebuildFactor is at least 1: a rebuild reads at least the state');
+    if (typeof schema !== 'string' || schema === '' || schema.includes('\u0000') || !schema.isWellFormed()) {
+      throw new InvalidParameterValue('HxSaver\'s schema is the name of the schema the Python package set up, a non-empty string without a NUL');
+    }
+    atLeast('rebuildFactor', rebuildFactor, 1, false, 'a rebuild reads at least the state');
+    atLeast('snapshotMinBytes', snapshotMinBytes, 0, false, 'bytes');
+    atLeast('maxChain', maxChain, 1, true, 'deltas before a snapshot');
+    atLeast('cacheThreads', cacheThreads, 0, true, 'threads remembered');
     /** @private */
     this.db = new Database(conn);
     /** @private */
@@ -148,7 +172,9 @@ class HxSaver extends BaseCheckpointSaver {
    * @returns {Promise<import('@langchain/core/runnables').RunnableConfig>}
    */
   async put(config, checkpoint, metadata, newVersions = {}) {
+    newVersions ??= {};
     const t = targetOf(config, checkpoint, metadata);
+    checkVersions('newVersions', newVersions);
     await this.writesDone(config);
     const server = await this.server();
     if (!(await fastPut(this.db, this.ctx, server, t, newVersions))) {
@@ -194,7 +220,6 @@ class HxSaver extends BaseCheckpointSaver {
       await run;
       this.writeFailed.delete(key);
     } catch (err) {
-      const { NonDeterministicRetry } = require('./errors');
       if (!(err instanceof NonDeterministicRetry)) this.writeFailed.set(key, err); // what was stored first stays stored
       throw err;
     } finally {
@@ -227,7 +252,10 @@ class HxSaver extends BaseCheckpointSaver {
    * @returns {Promise<boolean>}
    */
   async release(threadId, token) {
-    return this.db.transaction((client) => ownership.release(client, this.ctx.sql, String(threadId), String(token)));
+    const id = readKeyOrNull('thread id', threadId);
+    const owner = checkText('owner token', token);
+    if (id === null) return false; // longer than any thread id stored
+    return this.db.transaction((client) => ownership.release(client, this.ctx.sql, id, owner));
   }
 
   /**
@@ -236,7 +264,9 @@ class HxSaver extends BaseCheckpointSaver {
    * @returns {Promise<number | null>}
    */
   async ownerEpoch(threadId) {
-    const rows = await this.db.query(this.ctx.sql.EPOCH_SQL, [String(threadId)]);
+    const id = readKeyOrNull('thread id', threadId);
+    if (id === null) return null; // longer than any thread id stored
+    const rows = await this.db.query(this.ctx.sql.EPOCH_SQL, [id]);
     return rows.length ? Number(rows[0].epoch) : null;
   }
 
@@ -269,7 +299,7 @@ class HxSaver extends BaseCheckpointSaver {
    * @param {{ unfinished?: boolean }} [options]
    */
   async admissions(threadId = null, { unfinished = true } = {}) {
-    return runs.admissions(this.db, this.ctx.sql, threadId === null ? null : String(threadId), unfinished);
+    return runs.admissions(this.db, this.ctx.sql, threadId, unfinished);
   }
 
   /**
@@ -282,10 +312,17 @@ class HxSaver extends BaseCheckpointSaver {
   getNextVersion(current) {
     if (typeof current === 'string') {
       const head = /** @type {string} */ (current).split('.')[0];
-      const next = String(Number.parseInt(head, 10) + 1).padStart(head.length, '0');
+      if (!/^[0-9]{1,256}$/.test(head)) {
+        throw new InvalidParameterValue(`a channel version is an integer or <counter>.<random>, not ${JSON.stringify(String(current).slice(0, 40))}`);
+      }
+      const next = String(BigInt(head) + 1n).padStart(head.length, '0');
       return /** @type {any} */ (`${next}.${String(Math.random()).slice(2).padEnd(16, '0').slice(0, 16)}`);
     }
-    return current === undefined ? 1 : current + 1;
+    if (current === undefined || current === null) return 1;
+    if (typeof current !== 'number' || !Number.isFinite(current)) {
+      throw new InvalidParameterValue(`a channel version is an integer or <counter>.<random>, not ${typeof current === 'number' ? current : typeof current}`);
+    }
+    return current + 1;
   }
 
   /** Close the pool fromConnString opened (a pool or client given to the constructor stays open). */

@@ -15,10 +15,11 @@
 // {"$hx": "state", "path": "/__start__/<channel>"}.
 
 const { WRITES_IDX_MAP } = require('@langchain/langgraph-checkpoint');
-const { DataCorrupted, NonDeterministicRetry } = require('./errors');
+const { DataCorrupted, NonDeterministicRetry, InvalidParameterValue } = require('./errors');
 const D = require('./delta');
 const { encode } = require('./codec');
 const { checkId, checkKey } = require('./limits');
+const { configurableOf, kindOf } = require('./keys');
 const { ownerOf, refused, checkOwner } = require('./ownership');
 const { rebuildFrom } = require('./rebuild');
 const { openWrite, sealWrite } = require('./sealing');
@@ -102,12 +103,17 @@ function resolveWrite(state, value) {
  * @param {string} taskPath
  */
 async function putWrites(db, ctx, server, config, writes, taskId, taskPath) {
-  const conf = config.configurable ?? {};
+  const conf = configurableOf('putWrites', config);
   const threadId = checkKey('thread id', conf.thread_id);
   const ns = checkKey('checkpoint namespace', conf.checkpoint_ns ?? '');
   const cid = checkId('checkpoint id', conf.checkpoint_id);
   checkId('task id', taskId);
   checkKey('task path', taskPath);
+  if (!Array.isArray(writes) || !writes.every((w) => Array.isArray(w) && w.length === 2)) {
+    throw new InvalidParameterValue("putWrites's writes are an array of [channel, value] pairs", {
+      detail: `It was given ${kindOf(writes)}${Array.isArray(writes) ? ' holding something else' : ''}.`,
+    });
+  }
   const where = /** @type {[string, string, string]} */ ([threadId, ns, cid]);
   /** @typedef {{ idx: number[], channels: string[], values: (string | null)[], packed: (Buffer | null)[] }} Columns */
   /** @type {Columns} */

@@ -5,7 +5,9 @@
 // admissions() lists those not ended, each with how many checkpoints its
 // id is on (metadata.run_id): none means it was lost before its first.
 
-const { NonDeterministicRetry, InvalidParameterValue, TypeNotAllowed } = require('./errors');
+const { NonDeterministicRetry, InvalidParameterValue, TypeNotAllowed, DataCorrupted } = require('./errors');
+const { MAX_DEPTH } = require('./codec');
+const { parse } = require('./storage');
 const { checkId, checkKey, checkText } = require('./limits');
 const { readKeyOrNull, kindOf } = require('./keys');
 const { equalJson } = require('./equal');
@@ -22,6 +24,26 @@ const OUTCOMES = new Set(['success', 'interrupt', 'error', 'cancelled']);
  */
 
 /**
+ * A run's input as the table holds it (any role with UPDATE on it may
+ * have written it): JSON nested at most as deep as a value the saver
+ * stores, or DataCorrupted.
+ * @param {string} text
+ * @returns {unknown}
+ */
+function storedInput(text) {
+  const input = parse(text, "a run's stored input");
+  /** @type {[unknown, number][]} */
+  const todo = [[input, 0]];
+  while (todo.length) {
+    const [v, depth] = /** @type {[unknown, number]} */ (todo.pop());
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= MAX_DEPTH) throw new DataCorrupted(`a run's stored input nested deeper than ${MAX_DEPTH} levels`);
+    for (const x of Object.values(v)) todo.push([x, depth + 1]);
+  }
+  return input;
+}
+
+/**
  * @param {any} r
  * @param {boolean} isNew
  * @returns {Admission}
@@ -30,7 +52,7 @@ function admissionOf(r, isNew) {
   return {
     threadId: r.thread_id,
     runId: r.run_id,
-    input: JSON.parse(r.input),
+    input: storedInput(r.input),
     admittedAt: r.admitted_at,
     outcome: r.outcome,
     detail: r.detail,

@@ -135,6 +135,30 @@ test('rows planted by a role with UPDATE on the tables', { timeout: 120000 }, as
     await refused(planted, 'XX001', /does not inflate/);
   });
 
+  await t.test("a run's input planted 5,000 levels deep is refused when read (XX001), and its prototype keys are data", async () => {
+    await p.query(`GRANT SELECT, UPDATE ON ${SCHEMA}.runs TO ${PLANTER}`);
+    const thread = `runs-${crypto.randomBytes(4).toString('hex')}`;
+    await saver.admit(thread, 'deep', { ask: 1 });
+    await saver.admit(thread, 'proto', { ask: 2 });
+    const client = await p.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`SET LOCAL ROLE ${PLANTER}`);
+      await client.query(`UPDATE ${SCHEMA}.runs SET input = $1::json WHERE thread_id = $2 AND run_id = 'deep'`, [`${'['.repeat(5000)}${']'.repeat(5000)}`, thread]);
+      await client.query(`UPDATE ${SCHEMA}.runs SET input = '{"__proto__": {"polluted": 1}}' WHERE thread_id = $1 AND run_id = 'proto'`, [thread]);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    const deep = { name: 'DataCorrupted', code: 'XX001', message: /nested deeper/ };
+    await assert.rejects(saver.admissions(thread, { unfinished: false }), deep);
+    await assert.rejects(saver.admit(thread, 'deep', { ask: 1 }), deep);
+    await p.query(`DELETE FROM ${SCHEMA}.runs WHERE thread_id = $1 AND run_id = 'deep'`, [thread]);
+    const [proto] = await saver.admissions(thread, { unfinished: false });
+    assert.equal(/** @type {any} */ ({}).polluted, undefined);
+    assert.deepEqual(Object.getOwnPropertyDescriptor(proto.input, '__proto__')?.value, { polluted: 1 });
+  });
+
   await t.test('hostile keys are text: SQL, paths, prototypes, JSON, the stream prefix', async () => {
     for (const thread of ["'); DROP TABLE x; --", '../../etc/passwd', '__proto__', 'constructor', '{"$hx": "state"}', '@langgraph:other', '%s%n', ' ', 'é🚀']) {
       const c = await saver.put({ configurable: { thread_id: thread, checkpoint_ns: thread } }, checkpoint({ k: thread }), md, { k: 1 });

@@ -225,7 +225,7 @@ test('every relative link and anchor of the Markdown files resolves', () => {
   const files = repositoryFiles(top);
   const markdown = files.filter((f) => f.endsWith('.md'));
   for (const f of ['README.md', 'CHANGELOG.md', 'bench/README.md', 'test/README.md', 'client/README.md',
-    'gateway/README.md', 'python/README.md']) {
+    'gateway/README.md', 'python/README.md', 'langgraph-js/README.md']) {
     assert.ok(markdown.includes(f), `${f} is checked`);
   }
   const problems = brokenLinks(top, markdown);

@@ -2,20 +2,22 @@
 // What is open in a stream at a seq, read from the log: the state of
 // constructs.js that a reader joining there needs for its prelude.
 //
-// The log is read backwards from the seq, a page at a time, keeping only
-// what can open or close a construct (a run's construct events, and the
-// CUSTOM run markers and hx.stream_end): the state events are left in the
-// database.  It stops at the first marker it meets (a run that starts or
-// ends leaves nothing of an earlier run open), at an hx.stream_end (the
-// history of another row of the key), at the stream's first event, or
-// after maxEvents events, whichever comes first; then what it read is
-// applied forwards.  A construct opened before where it stopped on
-// maxEvents is not known: its later events are refused (the reader drops
-// them) and its client never sees it open.  Writers that mark their runs
-// (writer.js does) are read back to their run's start at most.
+// The log is read backwards from the seq, a window of `window` seqs at a
+// time, keeping only what can open or close a construct (a run's
+// construct events, and the CUSTOM run markers and hx.stream_end): the
+// state events stay in the database.  It stops at the first marker it
+// meets (a run that starts or ends leaves nothing of an earlier run open),
+// at an hx.stream_end (the history of another row of the key), at the
+// stream's first event, or after maxScan seqs, whichever comes first; then
+// what it read is applied forwards.  A construct opened more than maxScan
+// events before the seq is not known: its later events are refused (a
+// reader drops them) and a client that joins after maxScan events of it
+// never sees it.  Writers that mark their runs (writer.js does) are read
+// back to their run's start at most; a stream without runs costs a scan of
+// maxScan seqs (the log's index is by stream and seq: each window is one
+// index range).
 //
-// The bytes read are bounded too: maxBytes of text held (the state's own
-// bound) and pageSize events a statement.
+// The text held is bounded by maxBytes (the state's own bound).
 
 const { applyConstruct, emptyConstructs, RUN_MARKER } = require('./constructs');
 
@@ -26,48 +28,41 @@ const TYPES = [
   'STEP_STARTED', 'STEP_FINISHED', 'CUSTOM',
 ];
 
-/** The statement that reads a page of the log backwards (schema: the extension's, quoted). */
-function pageStatement(schema) {
+/** The statement that reads a window of the log (schema: the extension's, quoted). */
+function windowStatement(schema) {
   return `SELECT seq, event FROM ${schema}.hx_event
-           WHERE stream = $1 AND seq <= $2 AND type = ANY ($3::text[])
+           WHERE stream = $1 AND seq <= $2 AND seq > $3 AND type = ANY ($4::text[])
              AND (type <> 'CUSTOM' OR event->>'name' IN ('${RUN_MARKER}', 'hx.stream_end'))
-           ORDER BY seq DESC LIMIT $4`;
+           ORDER BY seq DESC`;
 }
 
 /**
  * The constructs open in stream right after its event seq:
- * {state, seq, read, complete, refused} (read: events read; complete:
- * false when it stopped on maxEvents; refused: events the state did not
- * take, a writer's mistakes).  query(text, values) runs a statement and
- * resolves to its rows.
+ * {state, seq, scanned, complete, refused} (scanned: seqs looked at;
+ * complete: false when it stopped on maxScan; refused: events the state
+ * did not take, a writer's mistakes).  query(text, values) runs a
+ * statement and resolves to its rows.
  */
-async function openAt(query, stream, seq, { schema = 'public', maxEvents = 100000, maxBytes = Infinity, pageSize = 1000 } = {}) {
-  const text = pageStatement(schema);
+async function openAt(query, stream, seq, { schema = 'public', maxScan = 10000, maxBytes = Infinity, window = 1000 } = {}) {
+  const text = windowStatement(schema);
   const found = []; // newest first
-  let before = seq;
+  let hi = seq;
   let complete = false;
-  let read = 0;
-  while (before > 0) {
-    const limit = Math.min(pageSize, maxEvents - read);
-    if (limit <= 0) break;
-    const rows = await query(text, [stream, before, TYPES, limit]);
-    read += rows.length;
+  while (hi > 0 && seq - hi < maxScan) {
+    const lo = Math.max(0, hi - window, seq - maxScan);
+    const rows = await query(text, [stream, hi, lo, TYPES]);
     let stop = false;
     for (const row of rows) {
-      const e = row.event;
-      found.push(e);
-      if (e.type === 'CUSTOM') {
+      found.push(row.event);
+      if (row.event.type === 'CUSTOM') {
         stop = true; // a marker or an end: nothing before it is open after it
         break;
       }
     }
-    if (stop || rows.length < limit) {
-      complete = true;
-      break;
-    }
-    before = Number(rows[rows.length - 1].seq) - 1;
+    hi = lo;
+    if (stop) break;
   }
-  if (before <= 0) complete = true;
+  if (hi <= 0 || found.length > 0 && found[found.length - 1].type === 'CUSTOM') complete = true;
   let state = emptyConstructs();
   let refused = 0;
   for (let i = found.length - 1; i >= 0; i--) {
@@ -80,7 +75,7 @@ async function openAt(query, stream, seq, { schema = 'public', maxEvents = 10000
     if (!r.ok) refused++;
     state = r.state;
   }
-  return { state, seq, read, complete, refused };
+  return { state, seq, scanned: seq - hi, complete, refused };
 }
 
-module.exports = { openAt, pageStatement, TYPES };
+module.exports = { openAt, windowStatement, TYPES };

@@ -27,8 +27,9 @@ const { applyEvent, isStreamEnd, STREAM_END } = require('./lib/apply');
 const { RunWriter } = require('./lib/writer');
 const constructs = require('./lib/constructs');
 const { openAt } = require('./lib/runlog');
+const { RunFollower } = require('./lib/runfollow');
 
 module.exports = {
   HxHub, HxSubscription, HxStream, HxShardedHub, applyEvent, isStreamEnd, STREAM_END,
-  RunWriter, constructs, openAt,
+  RunWriter, RunFollower, constructs, openAt,
 };

@@ -145,6 +145,23 @@ class RunWriter extends EventEmitter {
     return this._closing;
   }
 
+  /**
+   * Stop at once: every run not yet committed whole fails (HX_WRITER_CLOSED:
+   * what it had not committed is not written), the connections close;
+   * further open() calls throw.  For a process that must end while the
+   * database is out of reach (close() waits for it).
+   */
+  async destroy() {
+    this._closed = true;
+    clearTimeout(this._timer);
+    this._timer = null;
+    for (const r of [...this._runs]) {
+      r.fail(Object.assign(new Error(`RunWriter: destroyed before run ${r.id} was committed whole`), { code: 'HX_WRITER_CLOSED' }));
+    }
+    const idle = this._idle.splice(0);
+    await Promise.all(idle.map((c) => c.end().catch(() => {})));
+  }
+
   // -- scheduling ------------------------------------------------------------
 
   /** Start what is due now; set the timer for the next batch due. */
@@ -196,7 +213,8 @@ class RunWriter extends EventEmitter {
     this._busy++;
     this._commit(client, items).then((ok) => {
       this._busy--;
-      if (ok) this._idle.push(client);
+      if (ok && this._closed) client.end().catch(() => {});
+      else if (ok) this._idle.push(client);
       this._schedule();
     });
     if (this._idle.length > 0) this._schedule(); // more due runs may fit another connection

@@ -15,7 +15,8 @@
 // first, with `after`), a prelude that reopens what is open there
 // (constructs.js: each open step, message, tool call, reasoning, with
 // what it holds so far as one CONTENT or ARGS), read back from the log
-// (runlog.js, on a pool of its own); then the next events.  Before a
+// (runlog.js, on the hub's reader or a connection of its own); then the
+// next events.  Before a
 // resync's snapshot it closes what it had reopened or passed on (the
 // END events), so that its events always make a sequence AG-UI's verifier
 // takes, run after run.  The prelude's and closers' events carry
@@ -34,13 +35,15 @@ const { quoteIdent } = require('./sql');
 class RunFollower extends EventEmitter {
   /**
    * hub: an HxHub (started or not); target: hub.follow's; options: {pg
-   * (the reads of the log: a config, connection string or function; the
-   * hub's own pg if not given: options.pg is required), after, maxScan,
-   * maxBytes, and the subscription's maxQueue, maxQueueBytes, overflow}.
+   * (the reads of the log: a config, connection string or function, for
+   * a pool of one connection of its own; not given: the hub's reader, by
+   * HxHub.read), after, maxScan, maxBytes, and the subscription's
+   * maxQueue, maxQueueBytes, overflow}.
    */
   constructor(hub, target, options = {}) {
     super();
-    if (!options.pg) throw new TypeError('RunFollower: options.pg (the connection for the reads of the log) is required');
+    if (!options.pg && typeof hub.read !== 'function') throw new TypeError('RunFollower: options.pg is required with a hub that has no read()');
+    this._hubRead = options.pg ? null : (fn) => hub.read(fn);
     this._o = { maxScan: 10000, maxBytes: 16 * 1024 * 1024, ...options };
     this._pool = null;
     this._schema = null;
@@ -140,6 +143,7 @@ class RunFollower extends EventEmitter {
   }
 
   async _query(text, values) {
+    if (this._hubRead) return this._hubRead((query) => query(text, values));
     if (!this._pool) {
       let c = typeof this._o.pg === 'function' ? await this._o.pg('reader') : this._o.pg;
       if (typeof c === 'string') c = { connectionString: c };

@@ -286,7 +286,7 @@ test('RunFollower: a follower that joins mid-message, or resumes after a seq, ge
   m.append('two ');
   await run.flush();
   const seenAfter = [];
-  const g = new RunFollower(hub, { table: 'sessions', key: 'fol' }, { pg: pgc, after: mid });
+  const g = new RunFollower(hub, { table: 'sessions', key: 'fol' }, { after: mid }); // the log read on the hub's reader
   g.on('event', (e) => seenAfter.push(e));
   await g.ready;
   m.append('three');
@@ -309,4 +309,25 @@ test('RunFollower: a follower that joins mid-message, or resumes after a seq, ge
   await g.stop();
   await hub.stop();
   await writer.close();
+});
+
+test('HxHub.read: a read on the hub\'s reader connection (no connection of its own); a failed statement its own; none after stop', async () => {
+  const hub = new HxHub({ pg: { ...pgc, application_name: 'hx-read-test' }, transport: 'listen' });
+  const early = hub.read((query) => query('SELECT 41 + $1::int AS n', [1])); // before start: waits for the connection
+  await hub.start();
+  assert.deepEqual(await early, [{ n: 42 }]);
+  const { rows: [{ n: before }] } = await db.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'hx-read-test'");
+  const rows = await hub.read(async (query) => {
+    const a = await query('SELECT $1::text AS s', ['x']);
+    const b = await query("SELECT '{\"a\":[1]}'::jsonb AS j");
+    return [...a, ...b];
+  });
+  assert.deepEqual(rows, [{ s: 'x' }, { j: { a: [1] } }]);
+  await assert.rejects(hub.read((query) => query('SELECT 1/0')), (err) => err.code === '22012');
+  assert.deepEqual(await hub.read((query) => query('SELECT 1 AS one')), [{ one: 1 }], 'the connection goes on after a statement error');
+  const { rows: [{ n: after }] } = await db.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'hx-read-test'");
+  assert.equal(after, before, 'no connection of its own');
+  assert.throws(() => hub.read('SELECT 1'), TypeError);
+  await hub.stop();
+  await assert.rejects(hub.read((query) => query('SELECT 1')), /stopped/);
 });

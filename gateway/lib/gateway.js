@@ -109,7 +109,7 @@ class Gateway {
       tables,
       frames: new FrameCache(), // this gateway's own: shared by its responses only
       openings: new Openings({
-        pg: config.phasePg || config.pg, maxScan: config.runScan, maxBytes: config.maxStateBytes, log,
+        read: typeof hub.read === 'function' ? (fn) => hub.read(fn) : null, maxScan: config.runScan, maxBytes: config.maxStateBytes, log,
       }),
       machines: new Machines({
         pg: config.phasePg || config.pg,

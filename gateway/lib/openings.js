@@ -10,12 +10,14 @@
 //     joins at that seq takes it, with no read;
 //   - cold: read back from the log (hxstate-client's openAt: a window of
 //     seqs at a time, to the run's start marker, at most maxScan seqs),
-//     on a pool of its own (at most two connections, opened when first
-//     needed); reads of one stream at one seq share one.
+//     through read (the hub's HxHub.read: its reader connection, between
+//     its own reads; no connection of its own); reads of one stream at one
+//     seq share one.  A hub with no read() (HxShardedHub: a stream's
+//     shard is its own hub's) has no cold state: nothing is reopened, and
+//     the later events of what was open are dropped as opening nothing.
 // What it keeps is bounded: the state at one seq per stream, for at most
 // maxStreams streams (the oldest forgotten first), each at most
 // maxStateBytes of text.
-const pg = require('pg');
 const { openAt, constructs } = require('hxstate-client');
 
 const EXTENSION = `SELECT n.nspname FROM pg_catalog.pg_extension e
@@ -23,13 +25,13 @@ const EXTENSION = `SELECT n.nspname FROM pg_catalog.pg_extension e
 
 class Openings {
   /**
-   * pg: a pg config (or connection string, or function of the role);
-   * maxScan, maxBytes: openAt's bounds; maxStreams: streams whose state is
-   * kept; log(level, message).
+   * read: fn(query) run on a connection, query(text, values) resolving to
+   * rows (HxHub.read), or null; maxScan, maxBytes: openAt's bounds; maxStreams:
+   * streams whose state is kept; log(level, message).
    */
-  constructor({ pg: config, maxScan = 10000, maxBytes = Infinity, maxStreams = 10000, log = () => {} }) {
-    this._config = config;
-    this._pool = null;
+  constructor({ read, maxScan = 10000, maxBytes = Infinity, maxStreams = 10000, log = () => {} }) {
+    if (read !== null && typeof read !== 'function') throw new TypeError('Openings: read is a function (fn), or null');
+    this._read1 = read;
     this._schema = null;
     this._o = { maxScan, maxBytes, maxStreams };
     this._log = log;
@@ -49,7 +51,7 @@ class Openings {
 
   /** What is open in stream right after its event seq (a promise; seq 0: nothing). */
   at(stream, seq) {
-    if (seq <= 0) return Promise.resolve(constructs.emptyConstructs());
+    if (seq <= 0 || this._read1 === null) return Promise.resolve(constructs.emptyConstructs());
     const had = this._hot.get(stream);
     if (had && had.seq === seq) {
       this.stats.hot++;
@@ -66,9 +68,14 @@ class Openings {
   }
 
   async _read(stream, seq) {
-    const pool = await this._poolOf();
-    const r = await openAt((text, values) => pool.query(text, values).then((res) => res.rows), stream, seq,
-      { schema: this._schema, maxScan: this._o.maxScan, maxBytes: this._o.maxBytes });
+    const r = await this._read1(async (query) => {
+      if (this._schema === null) {
+        const rows = await query(EXTENSION);
+        if (rows.length === 0) throw new Error('the database has no hxstate extension');
+        this._schema = `"${rows[0].nspname.replace(/"/g, '""')}"`;
+      }
+      return openAt(query, stream, seq, { schema: this._schema, maxScan: this._o.maxScan, maxBytes: this._o.maxBytes });
+    });
     this.stats.cold++;
     this.stats.scanned += r.scanned;
     if (!r.complete && r.state.open.length === 0) this.stats.incomplete++;
@@ -77,26 +84,8 @@ class Openings {
     return r.state;
   }
 
-  async _poolOf() {
-    if (!this._pool) {
-      let c = typeof this._config === 'function' ? await this._config('reader') : this._config;
-      if (typeof c === 'string') c = { connectionString: c };
-      this._pool = new pg.Pool({ max: 2, idleTimeoutMillis: 30000, fallback_application_name: 'hxstate-gateway', ...(c || {}) });
-      this._pool.on('error', () => {}); // an idle client that fails is dropped by the pool
-    }
-    if (this._schema === null) {
-      const { rows } = await this._pool.query(EXTENSION);
-      if (rows.length === 0) throw new Error('the database has no hxstate extension');
-      this._schema = `"${rows[0].nspname.replace(/"/g, '""')}"`;
-    }
-    return this._pool;
-  }
-
-  async close() {
-    const pool = this._pool;
-    this._pool = null;
-    if (pool) await pool.end().catch(() => {});
-  }
+  /** Nothing to release: its reads are the hub's. */
+  async close() {}
 }
 
 module.exports = { Openings };

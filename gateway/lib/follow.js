@@ -319,7 +319,12 @@ class Follower {
       return;
     }
     const seq = event.metadata.seq;
-    if (opensOrCloses(event) && !this._construct(event, seq)) return;
+    if (opensOrCloses(event)) {
+      if (!this._construct(event, seq)) return;
+    } else if (this.stream !== null) {
+      // what is open is unchanged: a response that joins at seq needs no read of the log
+      this.ctx.openings.note(this.stream, seq, this.open);
+    }
     if (!this._push(event, f)) return;
     if (event.type === 'STATE_SNAPSHOT') {
       if (!this._setState(seq, event.snapshot)) return;

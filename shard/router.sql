@@ -19,8 +19,14 @@
 --
 -- The shards are the options p0, p1, ... of the foreign server hxshard
 -- (PL/Proxy's SQL/MED cluster), whose user mapping for PUBLIC connects as
--- the calling user; give the application's roles USAGE on it and EXECUTE
--- on what they call.
+-- the session's user (a shard's connection string names no user).
+--
+-- Every function runs with its caller's privileges (none is SECURITY
+-- DEFINER), on the router and, through PL/Proxy, on the shards.  The
+-- application's functions are PUBLIC's; the mover's (move, move_bucket,
+-- rebalance, abort_move, sweep, and hxshard_proxy's of the move) and
+-- add_shard are no one's until granted.  docs/sharding.md, "Roles and
+-- privileges", lists the grants each role needs here and on the shards.
 --
 -- SQLSTATEs: those of the shard's functions, passed on; 40001 a write
 -- that found its session moving for longer than hxshard.retry_ms (the
@@ -281,7 +287,7 @@ CREATE FUNCTION hxshard_proxy.session_count(shard integer) RETURNS bigint AS $$
 $$ LANGUAGE plproxy;
 
 -- The application's calls are anyone's (each runs as its caller, on the
--- shard too); the mover's are no one's but their owner's
+-- shard too); the mover's are no one's until granted (docs/sharding.md)
 DO $$
 DECLARE
     f text;
@@ -338,13 +344,17 @@ BEGIN
 END
 $$;
 
--- The bucket's row lock, held by a create until its end: a move of the
--- bucket (which takes it FOR UPDATE) waits for the creates in flight
+-- The bucket's lock, held shared by a create until its end: a move of the
+-- bucket (which takes it exclusive) waits for the creates in flight, and
+-- the creates that come after it wait for its commit.  An advisory lock
+-- (key: hxshard.bucket's OID, the bucket), so that a create needs no
+-- privilege on hxshard.bucket (a row lock would need UPDATE on it).
 CREATE FUNCTION hxshard.lock_bucket(session_id text) RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
-    SELECT 1 FROM hxshard.bucket b WHERE b.bucket = hashtext(lock_bucket.session_id) & 1023 FOR KEY SHARE;
+    SELECT pg_catalog.pg_advisory_xact_lock_shared('hxshard.bucket'::pg_catalog.regclass::pg_catalog.oid::integer,
+                                                   hashtext(lock_bucket.session_id) & 1023);
 END;
 
 CREATE FUNCTION hxshard.create(session_id text, user_id text, project_id text DEFAULT NULL,
@@ -562,8 +572,9 @@ $$;
 -- copy.  Writers pause from the fence to the switch (they retry, above);
 -- followers go on from their seq on the new shard, whose log is the same.
 --
--- (Procedures that commit cannot have SET clauses: every name below is
--- schema-qualified instead.)
+-- (Procedures that commit cannot have SET clauses: every table and
+-- function named below is schema-qualified instead, pg_catalog's too, so
+-- that the caller's search_path calls nothing else.)
 CREATE PROCEDURE hxshard.move(session_id text, to_shard integer,
                               page_events integer DEFAULT 1000, page_bytes integer DEFAULT 4194304)
 LANGUAGE plpgsql
@@ -604,12 +615,12 @@ BEGIN
         -- 1. the log, copied while writers go on
         PERFORM hxshard_proxy.prepare_import(to_shard, session_id, src);
         LOOP
-            SELECT count(*), hxshard_proxy.import_events(to_shard, session_id, src,
-                       array_agg(e.seq ORDER BY e.seq), array_agg(e.type ORDER BY e.seq),
-                       array_agg(e.event ORDER BY e.seq), array_agg(e.created_at ORDER BY e.seq))
+            SELECT pg_catalog.count(*), hxshard_proxy.import_events(to_shard, session_id, src,
+                       pg_catalog.array_agg(e.seq ORDER BY e.seq), pg_catalog.array_agg(e.type ORDER BY e.seq),
+                       pg_catalog.array_agg(e.event ORDER BY e.seq), pg_catalog.array_agg(e.created_at ORDER BY e.seq))
               INTO n, v_top
               FROM hxshard_proxy.export_events(src, session_id, v_after, page_events, page_bytes) e
-            HAVING count(*) > 0;
+            HAVING pg_catalog.count(*) > 0;
             EXIT WHEN n IS NULL;
             total := total + n;
             v_after := v_top;
@@ -617,15 +628,15 @@ BEGIN
 
         -- 2. the fence: writers pause from here to the switch
         v_head := hxshard_proxy.fence(src, session_id, to_shard);
-        UPDATE hxshard.move x SET state = 'fenced', fenced_at = clock_timestamp(), head = v_head WHERE x.id = m;
+        UPDATE hxshard.move x SET state = 'fenced', fenced_at = pg_catalog.clock_timestamp(), head = v_head WHERE x.id = m;
         LOOP
             EXIT WHEN v_after >= v_head;
-            SELECT count(*), hxshard_proxy.import_events(to_shard, session_id, src,
-                       array_agg(e.seq ORDER BY e.seq), array_agg(e.type ORDER BY e.seq),
-                       array_agg(e.event ORDER BY e.seq), array_agg(e.created_at ORDER BY e.seq))
+            SELECT pg_catalog.count(*), hxshard_proxy.import_events(to_shard, session_id, src,
+                       pg_catalog.array_agg(e.seq ORDER BY e.seq), pg_catalog.array_agg(e.type ORDER BY e.seq),
+                       pg_catalog.array_agg(e.event ORDER BY e.seq), pg_catalog.array_agg(e.created_at ORDER BY e.seq))
               INTO n, v_top
               FROM hxshard_proxy.export_events(src, session_id, v_after, page_events, page_bytes) e
-            HAVING count(*) > 0;
+            HAVING pg_catalog.count(*) > 0;
             EXIT WHEN n IS NULL;
             total := total + n;
             v_after := v_top;
@@ -644,7 +655,7 @@ BEGIN
             EXCEPTION WHEN OTHERS THEN
                 NULL; -- the source is unreachable: hxshard.abort_move unfences it later
             END;
-            UPDATE hxshard.move x SET state = 'failed', done_at = clock_timestamp(), error = msg WHERE x.id = m;
+            UPDATE hxshard.move x SET state = 'failed', done_at = pg_catalog.clock_timestamp(), error = msg WHERE x.id = m;
             COMMIT;
             RAISE EXCEPTION 'the move of session % to shard % failed: %', session_id, to_shard, msg
                 USING ERRCODE = code;
@@ -653,18 +664,18 @@ BEGIN
 
     -- 3. the switch: writers go on on the new shard, followers are told
     INSERT INTO hxshard.pin (session_id, shard) VALUES (session_id, to_shard)
-        ON CONFLICT ON CONSTRAINT pin_pkey DO UPDATE SET shard = EXCLUDED.shard, since = now();
+        ON CONFLICT ON CONSTRAINT pin_pkey DO UPDATE SET shard = EXCLUDED.shard, since = pg_catalog.now();
     DELETE FROM hxshard.pin p
      WHERE p.session_id = move.session_id
        AND p.shard = (SELECT b.shard FROM hxshard.bucket b WHERE b.bucket = hxshard.bucket_of(move.session_id));
-    UPDATE hxshard.move x SET state = 'switched', switched_at = clock_timestamp(), events = total WHERE x.id = m;
-    PERFORM pg_notify('hxshard_route', CASE WHEN octet_length(session_id) < 7000 THEN session_id ELSE '*' END);
+    UPDATE hxshard.move x SET state = 'switched', switched_at = pg_catalog.clock_timestamp(), events = total WHERE x.id = m;
+    PERFORM pg_catalog.pg_notify('hxshard_route', CASE WHEN pg_catalog.octet_length(session_id) < 7000 THEN session_id ELSE '*' END);
     COMMIT;
 
     -- 4. the source's copy is retired (swept later), the target's adopted
     PERFORM hxshard_proxy.adopt(to_shard, session_id);
     PERFORM hxshard_proxy.retire(src, session_id);
-    UPDATE hxshard.move x SET state = 'done', done_at = clock_timestamp() WHERE x.id = m;
+    UPDATE hxshard.move x SET state = 'done', done_at = pg_catalog.clock_timestamp() WHERE x.id = m;
     COMMIT;
 END
 $$;
@@ -714,8 +725,11 @@ BEGIN
         RAISE EXCEPTION 'no shard %', to_shard USING ERRCODE = 'invalid_parameter_value';
     END IF;
     moved := 0;
-    -- the bucket's row lock waits for the creates in flight (they hold it
-    -- FOR KEY SHARE), so every session of the bucket is listed below
+    -- the bucket's lock waits for the creates in flight (they hold it
+    -- shared: hxshard.lock_bucket), so every session of the bucket is
+    -- listed below; its row lock orders this with other moves of it
+    PERFORM pg_catalog.pg_advisory_xact_lock('hxshard.bucket'::pg_catalog.regclass::pg_catalog.oid::integer,
+                                             move_bucket.bucket);
     PERFORM 1 FROM hxshard.bucket b WHERE b.bucket = move_bucket.bucket FOR UPDATE;
     FOR s IN SELECT x.shard FROM hxshard.shards() x WHERE x.shard <> to_shard LOOP
         INSERT INTO hxshard.pin (session_id, shard)
@@ -723,7 +737,7 @@ BEGIN
         ON CONFLICT ON CONSTRAINT pin_pkey DO NOTHING;
     END LOOP;
     UPDATE hxshard.bucket b SET shard = to_shard WHERE b.bucket = move_bucket.bucket;
-    PERFORM pg_notify('hxshard_route', '*');
+    PERFORM pg_catalog.pg_notify('hxshard_route', '*');
     COMMIT;
     FOR k IN SELECT p.session_id FROM hxshard.pin p
               WHERE hxshard.bucket_of(p.session_id) = move_bucket.bucket AND p.shard <> to_shard
@@ -750,7 +764,7 @@ DECLARE
     moved bigint;
 BEGIN
     buckets := 0;
-    SELECT count(*) INTO n FROM hxshard.shards();
+    SELECT pg_catalog.count(*) INTO n FROM hxshard.shards();
     IF n = 0 THEN RETURN; END IF;
     share := 1024 / n;
     LOOP
@@ -758,12 +772,12 @@ BEGIN
         -- the shard with the fewest buckets, and one of the shard with the most
         SELECT x.shard INTO target FROM hxshard.shards() x
           LEFT JOIN hxshard.bucket y ON y.shard = x.shard
-         GROUP BY x.shard ORDER BY count(y.bucket), x.shard LIMIT 1;
-        SELECT max(y.bucket) INTO b FROM hxshard.bucket y
+         GROUP BY x.shard ORDER BY pg_catalog.count(y.bucket), x.shard LIMIT 1;
+        SELECT pg_catalog.max(y.bucket) INTO b FROM hxshard.bucket y
          WHERE y.shard = (SELECT z.shard FROM hxshard.bucket z GROUP BY z.shard
-                           ORDER BY count(*) DESC, z.shard LIMIT 1)
-           AND (SELECT count(*) FROM hxshard.bucket z WHERE z.shard = y.shard) > share
-           AND (SELECT count(*) FROM hxshard.bucket z WHERE z.shard = target) < share;
+                           ORDER BY pg_catalog.count(*) DESC, z.shard LIMIT 1)
+           AND (SELECT pg_catalog.count(*) FROM hxshard.bucket z WHERE z.shard = y.shard) > share
+           AND (SELECT pg_catalog.count(*) FROM hxshard.bucket z WHERE z.shard = target) < share;
         EXIT WHEN b IS NULL;
         moved := 0;
         CALL hxshard.move_bucket(b, target, moved);

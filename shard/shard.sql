@@ -9,6 +9,18 @@
 -- docs/sharding.md is the manual.  Everything here is in schema hxshard;
 -- the extension and the sessions table are in schema public.
 --
+-- Every function runs with its caller's privileges (none is SECURITY
+-- DEFINER), with search_path pg_catalog, pg_temp and every other name
+-- qualified, so that no object another role creates is called instead.
+-- What a role needs (docs/sharding.md, "Roles and privileges"): the
+-- application's roles what the same SQL needs without the sharding; the
+-- mover EXECUTE on the move's functions (revoked from PUBLIC below),
+-- SELECT, INSERT, UPDATE and DELETE on hxshard.fence, public.sessions,
+-- public.hx_event, public.hx_step and public.hx_step_call, and SET on the
+-- parameter session_replication_role (the copy's functions SET it to
+-- replica).  An application's role can read the fence (its trigger reads
+-- it as the writer), never write it.
+--
 -- The same functions answer on a shard directly, for an application that
 -- talks to one server: hxshard.merge(key, writes) on a shard does what
 -- hxshard.merge(key, writes) on the router does, without the routing.
@@ -47,7 +59,12 @@ CREATE TABLE hxshard.fence (
     since      timestamptz NOT NULL DEFAULT now()
 );
 COMMENT ON TABLE hxshard.fence IS 'sessions moving away from this shard, moved away (until swept), or being copied here';
+-- Every writer of public.sessions reads it (the trigger hxshard_fence runs
+-- as the writer), as do the application's functions; it holds the keys of
+-- the sessions that move, which the router's hxshard.pin shows to PUBLIC
+-- too.  Only the mover writes it (docs/sharding.md).
 REVOKE ALL ON hxshard.fence FROM PUBLIC;
+GRANT SELECT ON hxshard.fence TO PUBLIC;
 
 -- The stream of a session, as hx_stream('state', 'session_id') on
 -- public.sessions names it
@@ -79,7 +96,7 @@ $$;
 -- takes a fresh snapshot; under repeatable read the fence's update of the
 -- row makes the write fail with 40001 instead).
 CREATE FUNCTION hxshard.fence_guard() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -104,7 +121,7 @@ CREATE TRIGGER hxshard_fence BEFORE INSERT OR UPDATE OR DELETE ON public.session
 
 -- A session that is not here: moved away (XH502), or never was (P0002)
 CREATE FUNCTION hxshard.missing(session_id text) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -119,7 +136,7 @@ $$;
 -- A write of a fenced session is refused (XH501, XH502): the check of
 -- hxshard.stage, whose calls do not go through the sessions table
 CREATE FUNCTION hxshard.check_fenced(session_id text) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -134,7 +151,7 @@ $$;
 -- router reads it on its new shard; one that is moving reads here (its
 -- state is whole here until the move switches its route).
 CREATE FUNCTION hxshard.check_moved(session_id text) RETURNS void
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -156,7 +173,7 @@ CREATE FUNCTION hxshard.create(session_id text, user_id text, project_id text DE
                                state jsonb DEFAULT '{}')
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     INSERT INTO public.sessions (session_id, user_id, project_id, state)
@@ -168,13 +185,13 @@ $$;
 -- A tool's writes merged into the state: hx_merge in one UPDATE
 CREATE FUNCTION hxshard.merge(session_id text, writes jsonb) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF writes IS NULL THEN
         RAISE EXCEPTION 'writes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    UPDATE public.sessions s SET state = hx_merge(s.state, writes), updated_at = now()
+    UPDATE public.sessions s SET state = public.hx_merge(s.state, writes), updated_at = now()
      WHERE s.session_id = merge.session_id;
     IF NOT FOUND THEN PERFORM hxshard.missing(session_id); END IF;
     RETURN true;
@@ -186,7 +203,7 @@ $$;
 -- state) sets it, the others stay; the guards check the result
 CREATE FUNCTION hxshard.set(session_id text, changes jsonb) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r jsonb;
@@ -211,7 +228,7 @@ $$;
 -- A move of the session's phase along the agent_session machine; the new phase
 CREATE FUNCTION hxshard.advance(session_id text, event text) RETURNS text
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     p text;
@@ -219,7 +236,7 @@ BEGIN
     IF event IS NULL THEN
         RAISE EXCEPTION 'the event must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    UPDATE public.sessions s SET phase = hx_next_phase('agent_session', s.phase, event), updated_at = now()
+    UPDATE public.sessions s SET phase = public.hx_next_phase('agent_session', s.phase, event), updated_at = now()
      WHERE s.session_id = advance.session_id
     RETURNING s.phase INTO p;
     IF NOT FOUND THEN PERFORM hxshard.missing(session_id); END IF;
@@ -234,13 +251,13 @@ CREATE FUNCTION hxshard.stage(session_id text, step text, call text, writes json
                               ord integer DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM 1 FROM public.sessions s WHERE s.session_id = stage.session_id FOR SHARE;
     IF NOT FOUND THEN PERFORM hxshard.missing(session_id); END IF;
     PERFORM hxshard.check_fenced(session_id);
-    RETURN hx_stage(hxshard.stream_of(session_id), step, call, writes, ord);
+    RETURN public.hx_stage(hxshard.stream_of(session_id), step, call, writes, ord);
 END
 $$;
 
@@ -248,7 +265,7 @@ $$;
 -- (hx_promote in the UPDATE, as the README's recipe does); the writes
 CREATE FUNCTION hxshard.promote(session_id text, step text) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     w jsonb;
@@ -256,8 +273,8 @@ BEGIN
     IF step IS NULL THEN
         RAISE EXCEPTION 'the step must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    WITH p AS (SELECT hx_promote(hxshard.stream_of(promote.session_id), promote.step) AS writes)
-    UPDATE public.sessions s SET state = hx_merge(s.state, p.writes), updated_at = now()
+    WITH p AS (SELECT public.hx_promote(hxshard.stream_of(promote.session_id), promote.step) AS writes)
+    UPDATE public.sessions s SET state = public.hx_merge(s.state, p.writes), updated_at = now()
       FROM p
      WHERE s.session_id = promote.session_id
     RETURNING p.writes INTO w;
@@ -269,7 +286,7 @@ $$;
 -- The row, as JSON (NULL: no such session)
 CREATE FUNCTION hxshard.get(session_id text) RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM hxshard.check_moved(session_id);
@@ -281,30 +298,30 @@ $$;
 CREATE FUNCTION hxshard.snapshot(session_id text, OUT stream text, OUT seq bigint, OUT state jsonb)
 RETURNS record
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM hxshard.check_moved(session_id);
     SELECT h.stream, h.seq, h.state INTO stream, seq, state
-      FROM hx_stream_snapshot('public.sessions'::regclass, session_id) h;
+      FROM public.hx_stream_snapshot('public.sessions'::regclass, session_id) h;
 END
 $$;
 
 -- The state right after event seq (hx_stream_state_at)
 CREATE FUNCTION hxshard.state_at(session_id text, seq bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM hxshard.check_moved(session_id);
-    RETURN hx_stream_state_at(hxshard.stream_of(session_id), seq);
+    RETURN public.hx_stream_state_at(hxshard.stream_of(session_id), seq);
 END
 $$;
 
 -- The session deleted (its stream ends with hx.stream_end)
 CREATE FUNCTION hxshard.remove(session_id text) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     DELETE FROM public.sessions s WHERE s.session_id = remove.session_id;
@@ -320,18 +337,21 @@ $$;
 -- fence (writes stop), the events after the last page, export_row and
 -- export_steps; on the target, import_row; the router switches the
 -- route; on the target, adopt, on the source, retire.  unfence undoes a
--- fence whose move did not switch.  They run as their owner (the superuser who loaded this
--- file), with the triggers off where they copy (session_replication_role
--- replica: the copy logs no event and the guards do not judge a row the
--- source already judged), and only for whom EXECUTE is granted.
+-- fence whose move did not switch.  They run as their caller, the mover
+-- (EXECUTE is revoked from PUBLIC; docs/sharding.md lists its grants),
+-- with the triggers off where they copy (session_replication_role replica:
+-- the copy logs no event and the guards do not judge a row the source
+-- already judged): a role that may not SET session_replication_role (a
+-- superuser, or one granted SET ON PARAMETER session_replication_role,
+-- PostgreSQL 15 and later) gets 42501 from them, before they run.
 --
 
 -- Fence the session: wait for the writes in flight (the row's lock), then
 -- refuse every later one.  The stream's last seq; the same again for a
 -- second call toward the same shard (a move that is resumed).
 CREATE FUNCTION hxshard.fence(session_id text, to_shard integer) RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET session_replication_role = replica
 AS $$
 DECLARE
@@ -353,7 +373,7 @@ BEGIN
     -- a new version of the row: a write under repeatable read that read
     -- the row before the fence now fails (40001) instead of landing here
     UPDATE public.sessions s SET session_id = s.session_id WHERE s.session_id = fence.session_id;
-    SELECT coalesce(max(e.seq), 0) INTO h FROM hx_event e WHERE e.stream = hxshard.stream_of(fence.session_id);
+    SELECT coalesce(max(e.seq), 0) INTO h FROM public.hx_event e WHERE e.stream = hxshard.stream_of(fence.session_id);
     INSERT INTO hxshard.fence (session_id, state, shard, head) VALUES (session_id, 'moving', to_shard, h);
     RETURN h;
 END
@@ -366,13 +386,13 @@ CREATE FUNCTION hxshard.export_events(session_id text, after_seq bigint, max_eve
                                       OUT seq bigint, OUT type text, OUT event jsonb,
                                       OUT created_at timestamptz)
 RETURNS SETOF record
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT p.seq, p.type, p.event, p.created_at
       FROM (SELECT e.seq, e.type, e.event, e.created_at,
                    sum(pg_column_size(e.event)) OVER (ORDER BY e.seq) - pg_column_size(e.event) AS before
-              FROM (SELECT x.seq, x.type, x.event, x.created_at FROM hx_event x
+              FROM (SELECT x.seq, x.type, x.event, x.created_at FROM public.hx_event x
                      WHERE x.stream = hxshard.stream_of(export_events.session_id)
                        AND x.seq > export_events.after_seq
                      ORDER BY x.seq LIMIT greatest(export_events.max_events, 1)) e) p
@@ -382,8 +402,8 @@ END;
 
 -- The fenced row, as JSON
 CREATE FUNCTION hxshard.export_row(session_id text) RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r jsonb;
@@ -404,13 +424,13 @@ $$;
 -- The session's steps: the promoted ones (hx_step) and the calls staged
 -- for steps not promoted yet (hx_step_call)
 CREATE FUNCTION hxshard.export_steps(session_id text) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT jsonb_build_object(
-        'steps', coalesce((SELECT jsonb_agg(to_jsonb(s)) FROM hx_step s
+        'steps', coalesce((SELECT jsonb_agg(to_jsonb(s)) FROM public.hx_step s
                             WHERE s.stream = hxshard.stream_of(export_steps.session_id)), '[]'),
-        'calls', coalesce((SELECT jsonb_agg(to_jsonb(c)) FROM hx_step_call c
+        'calls', coalesce((SELECT jsonb_agg(to_jsonb(c)) FROM public.hx_step_call c
                             WHERE c.stream = hxshard.stream_of(export_steps.session_id)), '[]'));
 END;
 
@@ -420,8 +440,8 @@ END;
 -- so that a write that reaches it here (a stale route) is refused with
 -- XH501 until the route switches here (hxshard.adopt)
 CREATE FUNCTION hxshard.prepare_import(session_id text, from_shard integer) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET session_replication_role = replica
 AS $$
 DECLARE
@@ -440,15 +460,15 @@ BEGIN
         ON CONFLICT ON CONSTRAINT fence_pkey
         DO UPDATE SET state = 'incoming', shard = EXCLUDED.shard, head = 0, since = now();
     DELETE FROM public.sessions x WHERE x.session_id = prepare_import.session_id;
-    DELETE FROM hx_event e WHERE e.stream = s;
-    DELETE FROM hx_step x WHERE x.stream = s;
-    DELETE FROM hx_step_call x WHERE x.stream = s;
+    DELETE FROM public.hx_event e WHERE e.stream = s;
+    DELETE FROM public.hx_step x WHERE x.stream = s;
+    DELETE FROM public.hx_step_call x WHERE x.stream = s;
 END
 $$;
 
 -- Is the session being copied into this shard?
 CREATE FUNCTION hxshard.incoming(session_id text) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 RETURN EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = incoming.session_id AND x.state = 'incoming');
 
@@ -460,8 +480,8 @@ RETURN EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = incoming.sessi
 CREATE FUNCTION hxshard.import_events(session_id text, from_shard integer, seqs bigint[], types text[],
                                       events jsonb[], created timestamptz[])
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET session_replication_role = replica
 AS $$
 DECLARE
@@ -476,11 +496,11 @@ BEGIN
         RAISE EXCEPTION 'session % is not being copied into this shard (hxshard.prepare_import first)', session_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    INSERT INTO hx_event (stream, seq, type, event, created_at)
+    INSERT INTO public.hx_event (stream, seq, type, event, created_at)
     SELECT s, p.seq, p.type, p.event, p.created_at
       FROM unnest(seqs, types, events, created) AS p(seq, type, event, created_at)
-     WHERE NOT EXISTS (SELECT 1 FROM hx_event e WHERE e.stream = s AND e.seq = p.seq);
-    SELECT coalesce(max(e.seq), 0) INTO h FROM hx_event e WHERE e.stream = s;
+     WHERE NOT EXISTS (SELECT 1 FROM public.hx_event e WHERE e.stream = s AND e.seq = p.seq);
+    SELECT coalesce(max(e.seq), 0) INTO h FROM public.hx_event e WHERE e.stream = s;
     RETURN h;
 END
 $$;
@@ -490,8 +510,8 @@ $$;
 CREATE FUNCTION hxshard.import_row(session_id text, from_shard integer, session_row jsonb, steps jsonb,
                                    head bigint)
 RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET session_replication_role = replica
 AS $$
 DECLARE
@@ -502,8 +522,8 @@ BEGIN
     IF session_row ->> 'session_id' IS DISTINCT FROM session_id THEN
         RAISE EXCEPTION 'the row is not session %''s', session_id USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT coalesce(max(e.seq), 0), count(*) INTO h, n FROM hx_event e WHERE e.stream = s;
-    IF h <> head OR (head > 0 AND n <> head - (SELECT coalesce(min(e.seq), 1) FROM hx_event e WHERE e.stream = s) + 1) THEN
+    SELECT coalesce(max(e.seq), 0), count(*) INTO h, n FROM public.hx_event e WHERE e.stream = s;
+    IF h <> head OR (head > 0 AND n <> head - (SELECT coalesce(min(e.seq), 1) FROM public.hx_event e WHERE e.stream = s) + 1) THEN
         RAISE EXCEPTION 'the copy of session % is not whole: its log here ends at seq % (% events), the source''s at %',
                         session_id, h, n, head
             USING ERRCODE = 'object_not_in_prerequisite_state';
@@ -514,17 +534,17 @@ BEGIN
     END IF;
     DELETE FROM public.sessions x WHERE x.session_id = import_row.session_id;
     INSERT INTO public.sessions SELECT * FROM jsonb_populate_record(NULL::public.sessions, session_row);
-    DELETE FROM hx_step x WHERE x.stream = s;
-    DELETE FROM hx_step_call x WHERE x.stream = s;
-    INSERT INTO hx_step SELECT * FROM jsonb_populate_recordset(NULL::hx_step, steps -> 'steps');
-    INSERT INTO hx_step_call SELECT * FROM jsonb_populate_recordset(NULL::hx_step_call, steps -> 'calls');
+    DELETE FROM public.hx_step x WHERE x.stream = s;
+    DELETE FROM public.hx_step_call x WHERE x.stream = s;
+    INSERT INTO public.hx_step SELECT * FROM jsonb_populate_recordset(NULL::public.hx_step, steps -> 'steps');
+    INSERT INTO public.hx_step_call SELECT * FROM jsonb_populate_recordset(NULL::public.hx_step_call, steps -> 'calls');
 END
 $$;
 
 -- The route switched to this shard: the copy is the session now (its
 -- fence lifted)
 CREATE FUNCTION hxshard.adopt(session_id text) RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     DELETE FROM hxshard.fence x WHERE x.session_id = adopt.session_id AND x.state = 'incoming';
@@ -532,7 +552,7 @@ END;
 
 -- The route switched away from this shard: moving becomes moved
 CREATE FUNCTION hxshard.retire(session_id text) RETURNS void
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     UPDATE hxshard.fence x SET state = 'moved', since = now() WHERE x.session_id = retire.session_id;
@@ -540,7 +560,7 @@ END;
 
 -- A move that did not switch is undone: the session takes writes here again
 CREATE FUNCTION hxshard.unfence(session_id text) RETURNS boolean
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     WITH d AS (DELETE FROM hxshard.fence x WHERE x.session_id = unfence.session_id AND x.state = 'moving'
@@ -551,8 +571,8 @@ END;
 -- The copies of sessions that moved away longer ago than an interval:
 -- their rows, events and steps, and their fences; how many sessions
 CREATE FUNCTION hxshard.sweep(older_than interval DEFAULT '10 minutes') RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 SET session_replication_role = replica
 AS $$
 DECLARE
@@ -563,9 +583,9 @@ BEGIN
               WHERE x.state = 'moved' AND x.since < now() - older_than
               FOR UPDATE SKIP LOCKED LOOP
         DELETE FROM public.sessions s WHERE s.session_id = r.session_id;
-        DELETE FROM hx_event e WHERE e.stream = hxshard.stream_of(r.session_id);
-        DELETE FROM hx_step s WHERE s.stream = hxshard.stream_of(r.session_id);
-        DELETE FROM hx_step_call c WHERE c.stream = hxshard.stream_of(r.session_id);
+        DELETE FROM public.hx_event e WHERE e.stream = hxshard.stream_of(r.session_id);
+        DELETE FROM public.hx_step s WHERE s.stream = hxshard.stream_of(r.session_id);
+        DELETE FROM public.hx_step_call c WHERE c.stream = hxshard.stream_of(r.session_id);
         DELETE FROM hxshard.fence x WHERE x.session_id = r.session_id;
         n := n + 1;
     END LOOP;
@@ -578,8 +598,8 @@ $$;
 -- rebalancing; NULL buckets: all
 CREATE FUNCTION hxshard.sessions_in(buckets integer[], max_sessions integer DEFAULT 1000000)
 RETURNS SETOF text
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT s.session_id FROM public.sessions s
      WHERE (sessions_in.buckets IS NULL OR (hashtext(s.session_id) & 1023) = ANY (sessions_in.buckets))
@@ -590,8 +610,8 @@ END;
 
 -- How many sessions live here
 CREATE FUNCTION hxshard.session_count() RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
     SELECT count(*) FROM public.sessions s
      WHERE NOT EXISTS (SELECT 1 FROM hxshard.fence x WHERE x.session_id = s.session_id);

@@ -9,11 +9,33 @@ const path = require('node:path');
 const pg = require('pg');
 
 const TOP = path.join(__dirname, '..', '..');
+const MANUAL = fs.readFileSync(path.join(TOP, 'docs', 'sharding.md'), 'utf8');
+
+/**
+ * The SQL block of docs/sharding.md that follows the comment
+ * <!-- shard-grants: NAME -->: the runs grant what the manual says, no
+ * more, so that a grant it lacks fails them.
+ */
+function manualBlock(name) {
+  const m = MANUAL.match(new RegExp(`<!-- shard-grants: ${name} [^>]*-->\\s*\`\`\`sql\\n([\\s\\S]*?)\`\`\``));
+  if (!m) throw new Error(`docs/sharding.md has no block "shard-grants: ${name}"`);
+  return m[1];
+}
+
 const SQL = {
   sessions: fs.readFileSync(path.join(TOP, 'docs', 'sessions.sql'), 'utf8'),
   shard: fs.readFileSync(path.join(TOP, 'shard', 'shard.sql'), 'utf8'),
   router: fs.readFileSync(path.join(TOP, 'shard', 'router.sql'), 'utf8'),
+  roles: manualBlock('roles'),
+  shardGrants: manualBlock('shard'),
+  routerGrants: manualBlock('router'),
 };
+
+/** The roles of docs/sharding.md (app, mover, hub), once per server. */
+async function createRoles(client) {
+  const { rows } = await client.query("SELECT count(*)::int AS n FROM pg_roles WHERE rolname IN ('app', 'mover', 'hub')");
+  if (rows[0].n === 0) await client.query(SQL.roles);
+}
 
 class Checks {
   constructor(label) {
@@ -47,22 +69,37 @@ function percentile(values, p) {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
 }
 
-/** A shard's database: hxstate, docs/sessions.sql, shard/shard.sql, the log's publication. */
+/**
+ * What a shard's database holds: hxstate, docs/sessions.sql,
+ * shard/shard.sql, the log's publication, the roles and the grants of
+ * docs/sharding.md.
+ */
+async function prepareShard(c) {
+  await c.query('CREATE EXTENSION hxstate');
+  await c.query(SQL.sessions);
+  await c.query(SQL.shard);
+  await c.query('SELECT hx_stream_publication()');
+  await createRoles(c);
+  await c.query(SQL.shardGrants);
+}
+
+/** A shard's database (prepareShard) on a server. */
 async function setupShard(server, database) {
   await server.sql(`CREATE DATABASE ${database}`);
   const c = new pg.Client(server.config(database));
   await c.connect();
   try {
-    await c.query('CREATE EXTENSION hxstate');
-    await c.query(SQL.sessions);
-    await c.query(SQL.shard);
-    await c.query('SELECT hx_stream_publication()');
+    await prepareShard(c);
   } finally {
     await c.end();
   }
 }
 
-/** The router's database, with each conninfo added as a shard and the buckets dealt round them. */
+/**
+ * The router's database, with each conninfo added as a shard and the
+ * buckets dealt round them, the roles and the grants of docs/sharding.md.
+ * The conninfos name no user: PL/Proxy connects as the caller.
+ */
 async function setupRouter(server, database, conninfos) {
   await server.sql(`CREATE DATABASE ${database}`);
   const c = new pg.Client(server.config(database));
@@ -70,6 +107,8 @@ async function setupRouter(server, database, conninfos) {
   try {
     await c.query(SQL.router);
     for (const ci of conninfos) await c.query('SELECT hxshard.add_shard($1, true)', [ci]);
+    await createRoles(c);
+    await c.query(SQL.routerGrants);
   } finally {
     await c.end();
   }
@@ -124,4 +163,4 @@ async function waitFor(check, what, ms = 120000) {
   }
 }
 
-module.exports = { Checks, percentile, setupShard, setupRouter, Recorder, SQL, TOP, sleep, waitFor };
+module.exports = { Checks, percentile, prepareShard, setupShard, setupRouter, Recorder, SQL, TOP, sleep, waitFor };

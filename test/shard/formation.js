@@ -93,9 +93,12 @@ class Formation {
     throw new Error(`the formation did not reach ${re} (states: ${s})`);
   }
 
-  /** libpq's multi-host connection string of the formation: the primary, whichever it is. */
+  /**
+   * libpq's multi-host connection string of the formation: the primary,
+   * whichever it is.  user null: none (PL/Proxy then connects as its caller).
+   */
   conninfo(user = 'postgres') {
-    return `host=127.0.0.1,127.0.0.1 port=${this.ports[1]},${this.ports[2]} dbname=${this.database} user=${user} target_session_attrs=read-write`;
+    return `host=127.0.0.1,127.0.0.1 port=${this.ports[1]},${this.ports[2]} dbname=${this.database}${user ? ` user=${user}` : ''} target_session_attrs=read-write`;
   }
 
   /** initdb of PGDATA dir/name, our settings appended (pg_autoctl then takes the cluster over). */

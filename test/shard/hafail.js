@@ -13,7 +13,8 @@
 // through the router (hxshard.merge appending a unique item: acknowledged
 // when the call returns; a call that failed is in doubt), one
 // HxShardedHub following every session (its shard option finds shard 0's
-// primary).  Under load: kill -9 of the primary's whole pg_autoctl
+// primary; the writers connect as app, the followers as hub, the roles
+// of docs/sharding.md).  Under load: kill -9 of the primary's whole pg_autoctl
 // service (keeper, postgres, backends); the monitor promotes the
 // secondary; the writers go on; the killed node's service is started
 // again and rejoins as the secondary.
@@ -29,7 +30,7 @@ const path = require('node:path');
 const pg = require('pg');
 const { Server, freePorts, makeDir, sleep } = require('./servers');
 const { Formation } = require('./formation');
-const { Checks, setupShard, setupRouter, Recorder, SQL, waitFor } = require('./common');
+const { Checks, prepareShard, setupShard, setupRouter, Recorder, waitFor } = require('./common');
 const { connectPrimary } = require('../failover/primary');
 const { HxShardedHub } = require('../../client');
 const { parseConninfo } = require('../../client/lib/conninfo');
@@ -58,15 +59,14 @@ async function main() {
     }
     // shard 0 through the formation's primary
     const { client: p0 } = await connectPrimary(formation.conninfo(), { timeoutMs: 30000 });
-    await p0.query('CREATE EXTENSION hxstate');
-    await p0.query(SQL.sessions);
-    await p0.query(SQL.shard);
-    await p0.query('SELECT hx_stream_publication()');
+    await prepareShard(p0);
     await p0.end();
     for (const s of plain) await setupShard(s, 'app');
-    await setupRouter(routerServer, 'router', [formation.conninfo(), ...plain.map((s) => s.conninfo('app'))]);
+    // the shards' conninfos name no user: the writers' calls run as app on
+    // the shards (docs/sharding.md, "Roles and privileges")
+    await setupRouter(routerServer, 'router', [formation.conninfo(null), ...plain.map((s) => s.conninfo('app', null))]);
     const connect = async () => {
-      const c = new pg.Client(routerServer.config('router'));
+      const c = new pg.Client(routerServer.config('router', { user: 'app' }));
       c.on('error', () => {});
       await c.connect();
       clients.push(c);
@@ -81,11 +81,11 @@ async function main() {
     const primaryOf = async () => {
       const { client, host, port } = await connectPrimary(formation.conninfo(), { timeoutMs: 5000 });
       client.end().catch(() => {});
-      return { host, port, user: 'postgres', database: 'app' };
+      return { host, port, user: 'hub', database: 'app' };
     };
     hub = new HxShardedHub({
-      router: routerServer.config('router'),
-      shard: async (shard, role, conninfo) => (shard === 0 ? primaryOf() : parseConninfo(conninfo)),
+      router: routerServer.config('router', { user: 'hub' }),
+      shard: async (shard, role, conninfo) => (shard === 0 ? primaryOf() : { ...parseConninfo(conninfo), user: 'hub' }),
       reconnect: { min: 50, max: 1000 },
       hub: { transport: 'wal', reconnect: { min: 100, max: 1000 } },
     });

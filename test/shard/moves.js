@@ -14,6 +14,12 @@
 // another; then one shard stopped (immediate shutdown) while the writers
 // and the followers of the other shards go on, and started again.
 //
+// The writers and the creates connect as the application's role of
+// docs/sharding.md (app), the moves as the mover's (mover), the followers
+// as the hub's (hub), with the grants the manual lists and no more
+// (test/shard/common.js runs its blocks; test/shard/privileges.js checks
+// what app is refused before the load starts).
+//
 // The checks:
 //   - every acknowledged write's item is in its session exactly once, and
 //     a write that failed (its shard down) at most once (in doubt: the
@@ -32,6 +38,7 @@ const path = require('node:path');
 const pg = require('pg');
 const { Server, freePorts, makeDir, sleep } = require('./servers');
 const { Checks, percentile, setupShard, setupRouter, Recorder, waitFor } = require('./common');
+const { checkPrivileges } = require('./privileges');
 const { HxShardedHub } = require('../../client');
 
 const long = process.argv.includes('--long');
@@ -60,24 +67,33 @@ async function main() {
     const shards = servers.slice(0, SHARDS);
     const routerServer = servers[SHARDS];
     for (const s of shards) await setupShard(s, 'app');
-    await setupRouter(routerServer, 'router', shards.map((s) => s.conninfo('app')));
-    const connect = async () => {
-      const c = new pg.Client(routerServer.config('router'));
+    // the shards' conninfos name no user: PL/Proxy connects as the caller,
+    // so that app's and mover's calls run as app and mover on the shards
+    await setupRouter(routerServer, 'router', shards.map((s) => s.conninfo('app', null)));
+    // the roles of docs/sharding.md: the writers are app, the moves mover,
+    // the followers hub
+    const connect = async (user = 'app') => {
+      const c = new pg.Client(routerServer.config('router', { user }));
       c.on('error', () => {});
       await c.connect();
       clients.push(c);
       return c;
     };
-    const admin = await connect();
+    const app = await connect('app');
+    const admin = await connect('mover');
     const keys = [];
     for (let i = 1; i <= SESSIONS; i++) keys.push(`s-${i}`);
-    await admin.query(`SELECT hxshard.create('s-' || i, 'u', 'prj', '{"items": []}') FROM generate_series(1, $1) i`, [SESSIONS]);
+    await app.query(`SELECT hxshard.create('s-' || i, 'u', 'prj', '{"items": []}') FROM generate_series(1, $1) i`, [SESSIONS]);
     const where = async (k) => (await admin.query('SELECT hxshard.shard_of($1) AS s', [k])).rows[0].s;
     const spread = (await admin.query('SELECT hxshard.shard_of(k) AS s, count(*)::int AS n FROM unnest($1::text[]) k GROUP BY 1 ORDER BY 1', [keys])).rows;
     console.log(`  ${SESSIONS} sessions over ${SHARDS} shards: ${spread.map((r) => `shard ${r.s}: ${r.n}`).join(', ')}`);
 
     // the followers
-    hub = new HxShardedHub({ router: routerServer.config('router'), routeInterval: 2000, reconnect: { min: 50, max: 1000 },
+    const home = await where(keys[0]);
+    await checkPrivileges(checks, { router: routerServer, shard: shards[home], other: (home + 1) % SHARDS, key: keys[0], keys, shards: SHARDS });
+
+    hub = new HxShardedHub({ router: routerServer.config('router', { user: 'hub' }), shard: { user: 'hub' },
+      routeInterval: 2000, reconnect: { min: 50, max: 1000 },
       hub: { transport: 'wal', reconnect: { min: 50, max: 1000 } } });
     hub.on('error', () => {});
     await hub.start();

@@ -91,8 +91,9 @@ class Server {
     return { host: '127.0.0.1', port: this.port, user: 'postgres', database, ...extra };
   }
 
-  conninfo(database = 'postgres') {
-    return `host=127.0.0.1 port=${this.port} dbname=${database} user=postgres`;
+  /** A libpq connection string; user null: none (PL/Proxy then connects as its caller). */
+  conninfo(database = 'postgres', user = 'postgres') {
+    return `host=127.0.0.1 port=${this.port} dbname=${database}${user ? ` user=${user}` : ''}`;
   }
 
   /** Settings (name=value) appended to postgresql.conf. */

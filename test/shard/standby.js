@@ -134,7 +134,6 @@ async function follow(hubOptions) {
   const rec = new Recorder();
   const subs = keys.map((k) => {
     const sub = hub.follow({ table: 'sessions', key: k });
-    sub.key = k;
     rec.attach(sub);
     return sub;
   });

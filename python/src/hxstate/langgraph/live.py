@@ -27,9 +27,12 @@ Two parts:
 - ``LiveLog``: those events written to the stream in batches that share
   commits, on a connection of its own, by a thread of its own.  The rule
   (the JavaScript client's RunWriter's): a token waits at most
-  ``flush_ms`` (50) for its commit, a batch goes at once at
-  ``max_batch_bytes`` (64 kB) of event text, and ``flush()`` (which the run
-  calls at every end) returns once everything pushed is committed.
+  ``flush_ms`` (50) for its commit; a batch goes at once at
+  ``max_batch_bytes`` (64 kB) of event text or when it holds an event
+  that ends something (``push(..., urgent=True)``: the run says so for
+  every ``*_END`` and ``TOOL_CALL_RESULT``); ``flush()`` (which the run
+  calls at the end of every node, and at its own) returns once everything
+  pushed is committed.
   Consecutive fragments of one construct are one event ("Hel" and "lo" of
   a message, in one batch, are logged as one ``TEXT_MESSAGE_CONTENT``
   "Hello").  So a token costs no commit of its own.  At most

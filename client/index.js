@@ -16,10 +16,20 @@
 //   const { HxShardedHub } = require('hxstate-client');   // sessions on PL/Proxy shards
 //   const hub = new HxShardedHub({ router: { database: 'router' } });
 //
+//   const { RunWriter } = require('hxstate-client');      // an agent's run, streamed to a stream
+//   const run = new RunWriter({ pg }).open({ table: 'sessions', key: 's-42' });
+//
 // See README.md for the API and the protocol.
 const { HxStream } = require('./lib/stream');
 const { HxHub, HxSubscription } = require('./lib/hub');
 const { HxShardedHub } = require('./lib/sharded');
 const { applyEvent, isStreamEnd, STREAM_END } = require('./lib/apply');
+const { RunWriter } = require('./lib/writer');
+const constructs = require('./lib/constructs');
+const { openAt } = require('./lib/runlog');
+const { RunFollower } = require('./lib/runfollow');
 
-module.exports = { HxHub, HxSubscription, HxStream, HxShardedHub, applyEvent, isStreamEnd, STREAM_END };
+module.exports = {
+  HxHub, HxSubscription, HxStream, HxShardedHub, applyEvent, isStreamEnd, STREAM_END,
+  RunWriter, RunFollower, constructs, openAt,
+};

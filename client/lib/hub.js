@@ -364,6 +364,24 @@ class HxHub extends EventEmitter {
     return this._stopping;
   }
 
+  /**
+   * Run fn(query) on the hub's reader connection, between its own reads
+   * (no connection of its own): query(text, values) resolves to the rows.
+   * For short reads a follower needs beside its events (RunFollower and
+   * the gateway read back what a run has open at a seq); a long one holds
+   * up the hub's snapshots and catch-ups while it runs.  Resolves to what
+   * fn resolves to; rejects with fn's error, or when the hub stops first.
+   * Waits while the hub is not connected.
+   * @template T
+   * @param {(query: (text: string, values?: any[]) => Promise<object[]>) => Promise<T>} fn
+   * @returns {Promise<T>}
+   */
+  read(fn) {
+    if (typeof fn !== 'function') throw new TypeError('HxHub.read: fn is a function (query)');
+    if (this._phase === 'stopped') return Promise.reject(new Error('hxstate: the hub stopped'));
+    return this._reader.read(fn);
+  }
+
   // -------------------------------------------------------------------
   // Following
   // -------------------------------------------------------------------

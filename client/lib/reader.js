@@ -73,7 +73,9 @@ class Reader {
     this._snapQ = new Set();     // entries to snapshot
     this._catchQ = new Set();    // entries to read the log of
     this._headsQ = new Set();    // entries whose head to read
-    this._kinds = ['catchup', 'snapshot', 'names', 'heads'];
+    this._kinds = ['catchup', 'snapshot', 'names', 'heads', 'read'];
+    this._readQ = [];            // the hub's callers' reads: {fn, resolve, reject}
+    this._stopped = false;
     this._rr = 0;
 
     /** Counters (the hub's stats show them). */
@@ -92,6 +94,8 @@ class Reader {
   /** No statement starts after this; resolves when the one running ends. */
   stop() {
     this._active = false;
+    this._stopped = true;
+    for (const r of this._readQ.splice(0)) r.reject(new Error('hxstate: the hub stopped before the read ran'));
     for (const t of this._timers) clearTimeout(t);
     this._timers.clear();
     clearTimeout(this._recheckTimer);
@@ -135,6 +139,21 @@ class Reader {
   heads(entry) {
     this._headsQ.add(entry);
     this.kick();
+  }
+
+  /**
+   * A caller's read (HxHub.read): fn(query) runs on the reader connection
+   * between the hub's own batches, one at a time; query(text, values)
+   * resolves to the rows (jsonb parsed as JSON.parse does).  A promise of
+   * what fn resolves to; it rejects with fn's error (a lost connection's
+   * too: the read is not run again), or when the hub stops first.
+   */
+  read(fn) {
+    if (this._stopped) return Promise.reject(new Error('hxstate: the hub stopped'));
+    return new Promise((resolve, reject) => {
+      this._readQ.push({ fn, resolve, reject });
+      this.kick();
+    });
   }
 
   /** Look at the entry's head again shortly (see StreamEntry.settle). */
@@ -225,6 +244,7 @@ class Reader {
       if (kind === 'catchup') job = this._catchupJob();
       else if (kind === 'snapshot') job = this._snapshotJob();
       else if (kind === 'names') job = this._namesJob();
+      else if (kind === 'read') job = this._readJob();
       else job = this._headsJob();
       if (job) {
         this._rr = (this._rr + i + 1) % this._kinds.length;
@@ -232,6 +252,25 @@ class Reader {
       }
     }
     return null;
+  }
+
+  _readJob() {
+    const r = this._readQ.shift();
+    if (!r) return null;
+    return async (conn) => {
+      let out;
+      try {
+        out = await r.fn((text, values) => {
+          this.stats.queries++;
+          return conn.client.query(text, values).then((res) => res.rows);
+        });
+      } catch (err) {
+        r.reject(err);
+        if (this._lost(conn, err)) throw err;
+        return;
+      }
+      r.resolve(out);
+    };
   }
 
   async _query(conn, q) {

@@ -9,6 +9,7 @@
 //   tables     the tables served (config.js's Tables)
 //   frames     what responses share: frames, snapshots, projections
 //              (frames.js's FrameCache, this gateway's own)
+//   openings   what the streams' runs have open at a seq (openings.js)
 //   machines   the live view's phase machines and polls (machines.js)
 //   assets     the live view's page, script and style (views.js)
 //   counters   the gateway's stats (Counters, below)
@@ -31,7 +32,7 @@ class Counters {
     this.values = {
       streams: 0, runs: 0, views: 0, // open now
       frames: 0, heartbeats: 0, refused_events: 0,
-      overflows: 0, stalled: 0, crossed_ends: 0, dropped_messages: 0,
+      overflows: 0, stalled: 0, crossed_ends: 0, dropped_messages: 0, dropped_run_events: 0,
       status: Object.fromEntries(STATUSES.map((s) => [s, 0])),
     };
   }

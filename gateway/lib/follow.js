@@ -34,8 +34,31 @@
 // end the run: AG-UI wants the state and the messages before the
 // RUN_FINISHED that carries an interrupt).
 //
+// A run's messages, tool calls and reasoning as it makes them: the
+// stream's run events (TEXT_MESSAGE_*, TOOL_CALL_*, REASONING_*, STEP_*,
+// written by a RunWriter or any writer of hx_stream_emit and
+// hx_stream_send) go out as they come, each checked against what the
+// stream has open (hxstate-client's constructs): one that opens, continues
+// or closes nothing open is dropped (AG-UI's verifier would refuse the
+// response).  A response that joins in the middle of a message (a first
+// join, a reconnect, a client that fell behind) gets, after the
+// conversation in its prelude, a prelude of what is open at the seq it
+// joins at (openings.js): each open step, message, tool call and
+// reasoning reopened, with what it holds so far as one CONTENT (or ARGS),
+// then the next fragment.  A reconnect that is behind gets the state
+// events after its seq but not the run events (they are in that prelude,
+// or in the conversation once ended: the state's messages are the truth,
+// tool results included).  The prelude's conversation goes
+// out even for a state without one (as an empty MESSAGES_SNAPSHOT) when
+// something is reopened: it drops the partial copies a client kept from
+// before.  A MESSAGES_SNAPSHOT sent while the client has messages open
+// comes between their closing and their reopening (a snapshot replaces
+// the client's messages: one open would lose what it held), and a
+// response that ends (RUN_FINISHED) closes whatever its client has open.
+//
 // What is followed of a stream is bounded, maxStateBytes: a projection
-// past it ends the response with RUN_ERROR hxstate_state_too_large.
+// past it (or the text its open constructs hold) ends the response with
+// RUN_ERROR hxstate_state_too_large.
 //
 // The snapshot (m and the state at m) is read first, with a subscription
 // of its own; a reconnect that is behind then reads n+1 .. m with a second
@@ -53,11 +76,15 @@ const { isDeepStrictEqual } = require('node:util');
 const { frameFor } = require('./frames');
 const { project, measure, applyDelta } = require('./projection');
 const { messagesOf, interruptsOf, getPointer } = require('./agui');
+const { constructs: C } = require('hxstate-client');
 
 const STREAM_END = 'hx.stream_end';
 const UNKNOWN = Symbol('unknown'); // what the client has of the conversation is not known
 const NONE = Symbol('none');       // it has none from this response (or was told it is gone)
 const isEnd = (e) => e.type === 'CUSTOM' && e.name === STREAM_END;
+const EMPTY = C.emptyConstructs();
+// events that open or close constructs: a run's, its markers, a stream's end
+const opensOrCloses = (e) => C.isConstructEvent(e.type) || C.isRunMarker(e) || isEnd(e);
 
 class Follower {
   /**
@@ -87,6 +114,8 @@ class Follower {
     this.preluded = false;     // the prelude is queued
     this.sentMessages = UNKNOWN; // the conversation last queued (NONE: none, or an empty one for one gone)
     this.hadConversation = false; // a conversation was queued (one gone then gets an empty one)
+    this.open = EMPTY;         // what the stream has open after the last event queued
+    this.clientOpen = EMPTY;   // what the client has open once what was queued is written
   }
 
   /** Start: a first join (after null) or a reconnect after seq after. */
@@ -121,7 +150,7 @@ class Follower {
     sub.on('event', (event) => {
       if (this.sub !== sub || this.stopped) return;
       this.stream = sub.stream; // the stream as the database names it (known before its first event)
-      onEvent(event);
+      return onEvent(event); // a promise holds the subscription's next event
     });
     sub.on('error', (err) => this.ctx.log('warn', `${this.target.stream}: ${err.message}`));
     sub.on('resync', (r) => {
@@ -144,28 +173,61 @@ class Follower {
   _begin(after) {
     let first = true;
     this._follow(null, (event) => {
-      if (!first) {
-        this._live(event);
-        return;
-      }
+      if (!first) return this._live(event);
       first = false;
       const m = event.metadata.seq;
       const ended = isEnd(event);
       const state = ended ? null : event.snapshot;
-      if (after === null || after > m) {
-        this._snapshot(event);
-      } else if (after === m) {
+      if (after === null || after > m) return this._snapshot(event);
+      if (after === m) {
         if (ended) {
           this.stop();
           this.on.gone();
-          return;
+          return undefined;
         }
-        if (!this._setState(m, state)) return;
-        this._afterState(m);
-        this._preludeDone();
-      } else {
-        this._catchUp(after, m, state, ended);
+        if (!this._setState(m, state)) return undefined;
+        return this._prelude(m);
       }
+      this._catchUp(after, m, state, ended);
+      return undefined;
+    });
+  }
+
+  /**
+   * Start again within the response (a client that overflowed, an event
+   * refused, a projection that cannot be followed): first close what the
+   * client has open (clientOpen: what it has), then as _begin.
+   */
+  _restart(after, clientOpen) {
+    this.clientOpen = clientOpen;
+    this._closeClient(() => true);
+    this._begin(after);
+  }
+
+  /**
+   * The prelude's end at seq (the state sent): the conversation, what the
+   * stream has open there reopened, the interrupts; then the prelude is
+   * done.  What is open is read first (openings.js): a promise, which
+   * holds the subscription's next event.
+   */
+  _prelude(seq) {
+    const sub = this.sub;
+    return this.ctx.openings.at(this.stream, seq).then((state) => {
+      if (this.stopped || this.sub !== sub) return;
+      this.open = state;
+      this._pushMessages(seq, false, true);
+      this._reopen(seq, () => true);
+      this._interrupts(seq);
+      this._preludeDone();
+    }, (err) => {
+      if (this.stopped || this.sub !== sub) return;
+      if (err.code === 'HX_STATE_TOO_LARGE') {
+        this._tooLarge(seq, this.ctx.config.maxStateBytes);
+        return;
+      }
+      this._unfollow();
+      this.on.fail(err);
+      this.stop();
     });
   }
 
@@ -173,17 +235,17 @@ class Follower {
   _snapshot(event) {
     const m = event.metadata.seq;
     if (isEnd(event)) {
-      if (!this._push(event, this._frameOf(event))) return;
-      if (!this._setState(m, null)) return;
+      if (!this._push(event, this._frameOf(event))) return undefined;
+      if (!this._setState(m, null)) return undefined;
+      this.open = EMPTY;
       this._interrupts(m);
       this._preludeDone();
       this.on.end(event);
-      return;
+      return undefined;
     }
-    if (!this._push(event, this._frameOf(event))) return;
-    if (!this._setState(m, event.snapshot)) return;
-    this._afterState(m);
-    this._preludeDone();
+    if (!this._push(event, this._frameOf(event))) return undefined;
+    if (!this._setState(m, event.snapshot)) return undefined;
+    return this._prelude(m);
   }
 
   /**
@@ -198,10 +260,7 @@ class Follower {
     this.catching = true;
     let pivoted = false;
     this._follow(n, (event) => {
-      if (pivoted) {
-        this._live(event);
-        return;
-      }
+      if (pivoted) return this._live(event);
       const seq = event.metadata.seq;
       if (event.type === 'STATE_SNAPSHOT' && event.metadata.synthetic) {
         // the log no longer holds n + 1: this fresh snapshot instead
@@ -209,8 +268,7 @@ class Follower {
         this.catching = false;
         this.conn.clear(mark);
         this.conn.release();
-        this._snapshot(event);
-        return;
+        return this._snapshot(event);
       }
       if (isEnd(event) && seq < m) {
         // the row ended and its key came back: never the previous row's history
@@ -221,23 +279,30 @@ class Follower {
         this.ctx.counters.add('crossed_ends');
         this._unfollow();
         this._begin(null);
-        return;
+        return undefined;
       }
-      if (!this._push(event, this._frameOf(event))) return;
+      // a run's events are not replayed: the conversation at m holds what
+      // ended, the prelude at m reopens what is open then
+      if (C.isRunEvent(event.type)) {
+        this.sent = seq;
+      } else if (!this._push(event, this._frameOf(event))) {
+        return undefined;
+      }
       if (seq >= m) {
         pivoted = true;
         this.catching = false;
         this.conn.release();
-        if (!this._setState(seq, endedAtM ? null : stateAtM)) return;
+        if (!this._setState(seq, endedAtM ? null : stateAtM)) return undefined;
         if (isEnd(event)) {
+          this.open = EMPTY;
           this._interrupts(seq);
           this._preludeDone();
           this.on.end(event);
-          return;
+          return undefined;
         }
-        this._afterState(seq);
-        this._preludeDone();
+        return this._prelude(seq);
       }
+      return undefined;
     });
   }
 
@@ -250,10 +315,16 @@ class Follower {
       this.ctx.counters.add('refused_events');
       this.ctx.log('warn', `${this.target.stream}: not sent, a fresh snapshot instead: ${f.reason}`);
       this._unfollow();
-      this._begin(null);
+      this._restart(null, this.clientOpen);
       return;
     }
     const seq = event.metadata.seq;
+    if (opensOrCloses(event)) {
+      if (!this._construct(event, seq)) return;
+    } else if (this.stream !== null) {
+      // what is open is unchanged: a response that joins at seq needs no read of the log
+      this.ctx.openings.note(this.stream, seq, this.open);
+    }
     if (!this._push(event, f)) return;
     if (event.type === 'STATE_SNAPSHOT') {
       if (!this._setState(seq, event.snapshot)) return;
@@ -268,6 +339,83 @@ class Follower {
       return;
     }
     if (this.on.event && !this.stopped) this.on.event(event);
+  }
+
+  /**
+   * A live event that opens or closes constructs, against what the stream
+   * has open: true to send it (what a run that starts abandoned closed
+   * first); false when it is dropped (it opens, continues or closes
+   * nothing open: the verifier would refuse it) or the response failed.
+   */
+  _construct(event, seq) {
+    const base = this.open;
+    const r = this.ctx.frames.next(event, base, () => C.applyConstruct(base, event, { maxBytes: this.ctx.config.maxStateBytes }));
+    if (r.tooLarge) {
+      this._tooLarge(seq, this.ctx.config.maxStateBytes);
+      return false;
+    }
+    if (!r.ok) {
+      this.ctx.counters.add('dropped_run_events');
+      this.sent = seq;
+      if (this.on.event && !this.stopped) this.on.event(event);
+      return false;
+    }
+    if (r.abandoned) this._closeClient(() => true); // a run that died left them open
+    this.open = r.state;
+    this.clientOpen = r.state;
+    if (this.stream !== null) this.ctx.openings.note(this.stream, seq, r.state);
+    return true;
+  }
+
+  /** The events (frames) that close what the client has open and which(c) picks; it then has them closed. */
+  _closeClient(which) {
+    const events = C.closers(this.clientOpen, { which, extra: { timestamp: Date.now() } });
+    if (events.length === 0) return;
+    this.clientOpen = C.without(this.clientOpen, which);
+    for (const e of events) {
+      const entry = frameFor(e);
+      if (entry.ok) this._emit(entry, true);
+    }
+  }
+
+  /**
+   * Reopen for the client what the stream has open (this.open) and which(c)
+   * picks, as of seq: each opener, then what it holds so far (but for what
+   * the conversation just sent holds already).
+   */
+  _reopen(seq, which) {
+    const state = C.without(this.open, (c) => !which(c));
+    if (state.open.length === 0) return;
+    const held = this._held();
+    const extra = { timestamp: Date.now(), metadata: { stream: this.stream, seq, synthetic: true } };
+    const events = C.reopen(state, { present: (c) => held.has(`${c.kind}\u0000${c.id}`), extra });
+    const had = this.clientOpen;
+    // the client has them open once the first of these frames is written: it
+    // is all or nothing for a verifier that checks the run as a whole, and
+    // what a client holds is bounded by the frames' bytes anyway
+    this.clientOpen = Object.freeze({ open: Object.freeze([...had.open, ...state.open]), bytes: had.bytes + state.bytes, run: state.run });
+    for (const e of events) {
+      const entry = frameFor(e, seq);
+      if (entry.ok) this._emit(entry, true);
+    }
+  }
+
+  /** What the conversation last queued holds: its messages' ids, and their tool calls' ids ("<kind>\0<id>"). */
+  _held() {
+    const out = new Set();
+    if (this.table.messages === null) return out;
+    const value = getPointer(this.proj || {}, this.table.messages);
+    if (!Array.isArray(value)) return out;
+    for (const m of messagesOf(value).messages) {
+      out.add(`${m.role === 'reasoning' ? 'thought' : 'text'}\u0000${m.id}`);
+      for (const c of m.toolCalls || []) out.add(`tool\u0000${c.id}`);
+    }
+    return out;
+  }
+
+  /** Close what the client has open (before the RUN_FINISHED a verifier checks). */
+  closeAll() {
+    this._closeClient(() => true);
   }
 
   _preludeDone() {
@@ -292,7 +440,7 @@ class Follower {
     if (r.unknown) {
       // a value moved into the conversation from elsewhere: read it afresh
       this._unfollow();
-      this._begin(null);
+      this._restart(null, this.clientOpen);
       return;
     }
     this.proj = r.projection;
@@ -336,7 +484,7 @@ class Follower {
   /** Queue a frame entry, after the owner's preface if it is the first; false on overflow (handled). */
   _emit(entry, must = false) {
     this.preface();
-    if (this.conn.push(entry, must)) return true;
+    if (this.conn.push(entry, must, this.clientOpen)) return true;
     this._overflow();
     return false;
   }
@@ -398,20 +546,27 @@ class Follower {
    * and an empty MESSAGES_SNAPSHOT would wipe it; but a conversation this
    * response sent that is gone gets one empty MESSAGES_SNAPSHOT.
    */
-  _pushMessages(seq, changed) {
+  _pushMessages(seq, changed, prelude = false) {
     if (this.table.messages === null || this.stopped) return;
     const { stream } = this;
     const value = getPointer(this.proj || {}, this.table.messages);
+    // a prelude that reopens messages sends the conversation whatever it is:
+    // it drops the partial copies the client may hold from before
+    const reopens = prelude && this.open.open.some(C.isMessageLike);
     if (!Array.isArray(value)) {
-      if (!this.hadConversation || this.sentMessages === NONE) return;
-      this.sentMessages = NONE;
-      const empty = frameFor({ type: 'MESSAGES_SNAPSHOT', messages: [], timestamp: Date.now(), metadata: { stream, seq } });
-      if (empty.ok) this._emit(empty, true);
+      if (!reopens && (!this.hadConversation || this.sentMessages === NONE)) return;
+      this._aroundMessages(() => {
+        this.sentMessages = NONE;
+        const empty = frameFor({ type: 'MESSAGES_SNAPSHOT', messages: this._placeholders([]), timestamp: Date.now(), metadata: { stream, seq } });
+        if (empty.ok) this._emit(empty, true);
+      }, seq);
       return;
     }
-    if (!changed && this.sentMessages !== UNKNOWN && this.sentMessages !== NONE
+    if (!changed && !reopens && this.sentMessages !== UNKNOWN && this.sentMessages !== NONE
       && (this.sentMessages === value || isDeepStrictEqual(this.sentMessages, value))) return;
-    const entry = this.ctx.frames.shared(stream, seq, `messages\u0000${this.table.name}`, () => {
+    const thoughts = this.open.open.some((c) => c.kind === 'thought');
+    const entry = thoughts ? frameFor({ type: 'MESSAGES_SNAPSHOT', messages: this._placeholders(this._messagesOf(value, seq)),
+      timestamp: Date.now(), metadata: { stream, seq } }) : this.ctx.frames.shared(stream, seq, `messages\u0000${this.table.name}`, () => {
       const { messages, dropped } = messagesOf(value);
       if (dropped > 0) {
         this.ctx.counters.add('dropped_messages', dropped);
@@ -420,10 +575,44 @@ class Follower {
       return frameFor({ type: 'MESSAGES_SNAPSHOT', messages, timestamp: Date.now(), metadata: { stream, seq } });
     });
     if (!entry.ok) return;
-    this.sentMessages = value;
-    this.hadConversation = true;
-    // it goes with the state event before it, whatever the client holds
-    this._emit(entry, true);
+    this._aroundMessages(() => {
+      this.sentMessages = value;
+      this.hadConversation = true;
+      // it goes with the state event before it, whatever the client holds
+      this._emit(entry, true);
+    }, seq);
+  }
+
+  /**
+   * send() a MESSAGES_SNAPSHOT between the closing and the reopening of
+   * the messages the client has open (a snapshot replaces the client's
+   * messages: one open would lose what it holds).
+   */
+  _aroundMessages(send, seq) {
+    const reopen = this.clientOpen.open.some(C.isMessageLike);
+    if (reopen) this._closeClient(C.isMessageLike);
+    send();
+    if (reopen) this._reopen(seq, C.isMessageLike);
+  }
+
+  _messagesOf(value, seq) {
+    const { messages, dropped } = messagesOf(value);
+    if (dropped > 0) this.ctx.counters.add('dropped_messages', dropped);
+    void seq;
+    return messages;
+  }
+
+  /**
+   * A conversation with the reasoning messages that are open and not in it
+   * as empty ones: a snapshot that holds reasoning replaces the client's
+   * reasoning messages (one without any keeps them, partial copies too),
+   * and the reopening fills them.
+   */
+  _placeholders(messages) {
+    const ids = new Set(messages.map((m) => m.id));
+    const extra = this.open.open.filter((c) => c.kind === 'thought' && !ids.has(c.id))
+      .map((c) => ({ id: c.id, role: 'reasoning', content: '' }));
+    return extra.length === 0 ? messages : [...messages, ...extra];
   }
 
   /** The client holds too much: drop its queue, and start again once it has taken what was being written. */
@@ -439,7 +628,8 @@ class Follower {
     this.conn.whenIdle(() => {
       if (this.stopped) return;
       this.proj = null;
-      this._begin(log ? this.conn.seq : null);
+      // what the client has open is what the last frame it got left open
+      this._restart(log ? this.conn.seq : null, this.conn.constructs || EMPTY);
     });
   }
 }

@@ -25,6 +25,7 @@ const { tokenAuthorizer } = require('./token');
 const { Machines, clientFor } = require('./machines');
 const { Tables, normaliseTables, streamPrefixes, prefixClash } = require('./config');
 const { FrameCache } = require('./frames');
+const { Openings } = require('./openings');
 const { RunSlots } = require('./runs');
 const { loadAssets } = require('./views');
 const { createContext } = require('./context');
@@ -50,6 +51,7 @@ const DEFAULTS = {
   maxStateBytes: 16 * 1024 * 1024,
   stallTimeout: 30000,
   phaseInterval: 1000,
+  runScan: 10000,
   cors: null,
   run: null,
 };
@@ -71,7 +73,7 @@ function configOf(options) {
   const o = { ...DEFAULTS, ...(options || {}) };
   if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
   for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout',
-    'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes']) positiveInt(o, name);
+    'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes', 'runScan']) positiveInt(o, name);
   if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal, json})');
   if (o.durable) durableOptions(o.durable); // checked before anything starts
   if (typeof o.authorize !== 'function') {
@@ -106,6 +108,9 @@ class Gateway {
       hub,
       tables,
       frames: new FrameCache(), // this gateway's own: shared by its responses only
+      openings: new Openings({
+        read: typeof hub.read === 'function' ? (fn) => hub.read(fn) : null, maxScan: config.runScan, maxBytes: config.maxStateBytes, log,
+      }),
       machines: new Machines({
         pg: config.phasePg || config.pg,
         interval: config.phaseInterval,
@@ -132,6 +137,7 @@ class Gateway {
     if (this.durable) parts.push(this.durable.ready);
     this.ready = Promise.all(parts).then(() => undefined, async (err) => {
       if (this.durable) await this.durable.close();
+      await this._ctx.openings.close();
       if (this._ownHub) await hub.stop().catch(() => {});
       throw err;
     });
@@ -217,6 +223,7 @@ class Gateway {
     this._closing = (async () => {
       for (const c of [...ctx.responses]) c.finish();
       await ctx.machines.close();
+      await ctx.openings.close();
       if (this.durable) await this.durable.close();
       await this.ready.catch(() => {});
       if (this._ownHub) await ctx.hub.stop();

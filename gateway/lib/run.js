@@ -120,6 +120,7 @@ function serveRun(ctx, req, res, { target, table, clientId, release, after, inpu
     stopProbe();
     abort(reason);
     f.preface();
+    f.closeAll(); // AG-UI: a run finishes with nothing open
     conn.push(entry);
     conn.end();
   };

@@ -63,6 +63,8 @@ class SseResponse {
     this.maxHeld = 0;        // the most bytes it ever held, for tests and stats
     /** The seq of the last frame begun (handed to the socket, at least in part): where the client is. */
     this.seq = seq;
+    /** What the client has open of its run's constructs once the last frame begun is written (its owner's value, given with push). */
+    this.constructs = null;
     this._drain = () => {
       this._waiting = false;
       this._stalledAt = 0;
@@ -120,14 +122,16 @@ class SseResponse {
    * always goes when nothing is queued, and so does one with keep (run
    * lifecycle events, which clear() leaves too), or pushed with must (the
    * conversation that goes with the state event queued before it).
+   * constructs: what the client has open once this frame is written
+   * (this.constructs, once it is begun).
    */
-  push(entry, must = false) {
+  push(entry, must = false, constructs = undefined) {
     if (this.closed) return true;
     const n = entry.frame.length + ENTRY_BYTES;
     const held = this.held;
     if (!entry.keep && !must && (this._queue.length > 0 || held > 0) && held + n > this.ctx.config.maxClientBytes) return false;
     this._pushed++;
-    this._queue.push({ frame: entry.frame, seq: entry.seq, keep: !!entry.keep, n: this._pushed });
+    this._queue.push({ frame: entry.frame, seq: entry.seq, keep: !!entry.keep, n: this._pushed, constructs });
     this._queued += n;
     if (this._queued > this.maxHeld) this.maxHeld = this._queued;
     this._pump();
@@ -170,6 +174,7 @@ class SseResponse {
       const end = Math.min(head.frame.length, this._offset + SLICE);
       const slice = this._offset === 0 && end === head.frame.length ? head.frame : head.frame.subarray(this._offset, end);
       if (this._offset === 0 && head.seq !== undefined) this.seq = head.seq;
+      if (this._offset === 0 && head.constructs !== undefined) this.constructs = head.constructs;
       this._queued -= end - this._offset + (end === head.frame.length ? ENTRY_BYTES : 0);
       this._offset = end;
       if (end === head.frame.length) {

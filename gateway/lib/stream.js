@@ -48,6 +48,7 @@ function serveStream(ctx, req, res, { target, table, clientId, release, after })
     finished = true;
     f.stop();
     f.preface();
+    f.closeAll(); // AG-UI: a run finishes with nothing open
     conn.push(finishedEntry(threadId, id, { type: 'success' },
       { stream: f.stream || target.stream, seq: f.sent === null ? (after || 0) : f.sent, reason, ...(extra || {}) }));
     conn.end();

@@ -53,13 +53,20 @@ test('the READMEs have their examples, and the gateway example is examples/sse-g
   for (const b of [...blocks, ...gatewayBlocks]) assert.doesNotMatch(b, /^await /m, 'no top-level await in CommonJS');
 });
 
-test('each hub and stream example runs to its end as written', async () => {
+test('each hub, stream and run example runs to its end as written', async () => {
   const runnable = blocks.filter((b) => !b.includes('createGateway'));
-  assert.equal(runnable.length, 2);
+  assert.equal(runnable.length, 3);
   for (const code of runnable) {
     const r = await run(['-'], code);
     assert.equal(r.code, 0, `exit status; stderr: ${r.err}`);
-    assert.match(r.out, /STATE_SNAPSHOT \{ todos: \[ 'a' \] \}/, `the snapshot is printed:\n${r.out}`);
+    if (code.includes('RunWriter')) {
+      // the run's tokens, followed as they were written, in fewer commits than tokens
+      const m = /followed: Hello, world \((\d+) commits\)/.exec(r.out);
+      assert.ok(m, `the followed text is printed:\n${r.out}`);
+      assert.ok(Number(m[1]) < 4, `${m[1]} commits`);
+    } else {
+      assert.match(r.out, /STATE_SNAPSHOT \{ todos: \[ 'a' \] \}/, `the snapshot is printed:\n${r.out}`);
+    }
   }
 });
 

@@ -41,7 +41,7 @@ function runGraph(input, target, { signal }) {
   const done = new Promise((r) => { settle = r; });
   running.add(done);
   return new Promise((resolve, reject) => {
-    const child = execFile(process.env.HX_PYTHON, ['-m', 'hxstate.langgraph.agui', spec, `--thread=${target.key}`],
+    const child = execFile(process.env.HX_PYTHON, ['-m', 'hxstate.langgraph.agui', spec, `--thread=${target.key}`, '--live'],
       { signal }, (err, stdout, stderr) => {
         // execFile calls back once the process's output is read, which may
         // be later than its 'exit': the run counts as done only here, after

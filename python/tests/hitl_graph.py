@@ -13,12 +13,14 @@ declines it: the tool call gets an error result instead.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -47,8 +49,31 @@ def reply(messages: Sequence[BaseMessage]) -> AIMessage:
     return AIMessage("ask me a sum", id=f"ai-{n}")
 
 
+class FakeChat(GenericFakeChatModel):
+    """langchain-core's fake chat model, whose replies' tool calls stream
+    too: its own yields no chunk for a reply with tool calls and no text,
+    and the run hook with --live streams the graph's messages
+    (stream_mode="messages"), which makes its models stream."""
+
+    def _stream(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        message = self._generate(messages, stop=stop, run_manager=run_manager, **kwargs).generations[0].message
+        assert isinstance(message, AIMessage)
+        words = re.split(r"(\s)", message.text) if message.text else []
+        chunks = [AIMessageChunk(content=w, id=message.id) for w in words if w]
+        chunks += [AIMessageChunk(content="", id=message.id, tool_call_chunks=[{
+            "name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i, "type": "tool_call_chunk"}])
+            for i, c in enumerate(message.tool_calls)]
+        chunks[-1].chunk_position = "last"
+        for c in chunks:
+            chunk = ChatGenerationChunk(message=c)
+            if run_manager:
+                run_manager.on_llm_new_token(c.text, chunk=chunk)
+            yield chunk
+
+
 def agent(state: MessagesState) -> dict[str, Any]:
-    model = GenericFakeChatModel(messages=iter([reply(state["messages"])]))
+    model = FakeChat(messages=iter([reply(state["messages"])]))
     return {"messages": [model.invoke(state["messages"])]}
 
 

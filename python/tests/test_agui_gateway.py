@@ -189,6 +189,13 @@ def test_approved_through_the_gateway(driver: Driver, graph: Any) -> None:
     # the hook got each POST's input: the message, then the resume (and the conversation as the client had it)
     assert [c["resume"] for c in second["calls"]] == [None, [{"interruptId": pending.id, "status": "resolved", "payload": {"approved": True}}]]
     assert second["calls"][1]["messages"] == [m["id"] for m in first["messages"]]
+    # the hook wrote the graph's messages as they were made (hxstate.langgraph.live): the client got the
+    # model's tool call and answer, and the tool's result, as events, each message's END before the
+    # MESSAGES_SNAPSHOT of the checkpoint that holds it
+    t = first["types"]
+    assert {"TEXT_MESSAGE_START", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TEXT_MESSAGE_END"} <= set(t), t
+    assert t.index("TEXT_MESSAGE_END") < len(t) - 1 - t[::-1].index("MESSAGES_SNAPSHOT"), t
+    assert {"TOOL_CALL_RESULT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"} <= set(second["types"]), second["types"]
 
 
 def test_declined_through_the_gateway(driver: Driver, graph: Any) -> None:

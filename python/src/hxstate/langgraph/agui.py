@@ -44,6 +44,18 @@ The command prints that report as one line of JSON on standard output
 (``{"error": {"code", "message", "expose"}}`` and exit status 1 for an
 error; what the graph prints goes to standard error).
 
+With ``--live``, as the graph runs, the command writes its messages to
+the thread's log stream as they are made (``live.py``): the run's
+start and end markers, its chat models' tokens, tool calls and reasoning
+(LangGraph's ``stream_mode="messages"``) as AG-UI ``TEXT_MESSAGE_*``,
+``TOOL_CALL_*`` and ``REASONING_*`` events, in batches that share commits
+(a token waits at most 50 ms), and its tools' results as
+``TOOL_CALL_RESULT``; each message's END before the checkpoint that holds
+it, on a connection of the run's own.  The graph's chat models then
+stream (LangChain streams a model a streaming callback listens to): one
+that cannot (a test double that yields no chunk for a reply with only
+tool calls) fails the run, hence a flag.
+
 The thread is the gateway's target key, not the input's ``threadId`` (the
 client's name for its conversation); the input's ``state``, ``tools``,
 ``context`` and ``forwardedProps`` are not used.  A message the thread
@@ -53,6 +65,7 @@ already holds is not sent again, even if the client changed it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import importlib
 import importlib.util
@@ -61,6 +74,7 @@ import os
 import re
 import sys
 import traceback
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypedDict
@@ -74,6 +88,7 @@ from langgraph.types import Command, StateSnapshot
 from hxstate.errors import HxError, NonDeterministicRetry, ThreadConflict
 from hxstate.langgraph import HxSaver
 from hxstate.langgraph.limits import check_thread_id
+from hxstate.langgraph.live import LiveLog, LiveLogError, afeed_run, feed_run, run_marker
 
 __all__ = [
     "MAX_INPUT_BYTES",
@@ -379,6 +394,12 @@ def _failed(err: BaseException) -> RunError:
     return RunError("hxstate_run_failed", f"{type(err).__name__}: {err}", expose=False)
 
 
+def _run_id(input: Any) -> str:
+    """The run's id for its markers: the input's runId, else a new one."""
+    run_id = input.get("runId") if isinstance(input, Mapping) else None
+    return run_id if isinstance(run_id, str) and run_id else f"run-{uuid.uuid4()}"
+
+
 def _config(thread_id: str, config: RunnableConfig | None) -> RunnableConfig:
     """config (the caller's, if any) on the thread."""
     base = config or {}
@@ -393,16 +414,34 @@ def run(
     messages_key: str = "messages",
     resume: Callable[[Mapping[str, Any]], Any] = resume_value,
     config: RunnableConfig | None = None,
+    live: LiveLog | None = None,
 ) -> RunResult:
     """Run a compiled graph (with its checkpointer, HxSaver) for an AG-UI
     RunAgentInput on thread ``thread_id``, to its next stop.  Raises
     ``RunError``; ``resume`` maps a resume entry to what ``interrupt()``
-    returns; ``config`` is merged into the run's config."""
+    returns; ``config`` is merged into the run's config.  With ``live``
+    (a LiveLog on the thread's stream), the run's messages are written to
+    it as they are made (live.py): its start and end markers, its chat
+    models' tokens, tool calls and reasoning, its tools' results."""
     cfg = _config(thread_id, config)
+    run_id = _run_id(input)
     try:
         go, graph_input = _plan(graph.get_state(cfg), input, messages_key, resume)
-        if go:
-            graph.invoke(graph_input, cfg, durability="sync")
+        if live is None:
+            if go:
+                graph.invoke(graph_input, cfg, durability="sync")
+        else:
+            live.push([run_marker(run_id, "started")], urgent=True)
+            try:
+                if go:
+                    feed_run(live, graph.stream(graph_input, cfg, durability="sync", stream_mode=["messages", "updates"]))
+            except BaseException as exc:
+                with contextlib.suppress(LiveLogError):
+                    live.push([run_marker(run_id, "failed", _failed(exc).code)], urgent=True)
+                    live.flush()
+                raise
+            live.push([run_marker(run_id, "finished")], urgent=True)
+            live.flush()
         return _result(graph.get_state(cfg))
     except Exception as err:
         raise _failed(err) from err
@@ -416,13 +455,29 @@ async def arun(
     messages_key: str = "messages",
     resume: Callable[[Mapping[str, Any]], Any] = resume_value,
     config: RunnableConfig | None = None,
+    live: LiveLog | None = None,
 ) -> RunResult:
-    """``run`` for a graph on an async checkpointer (AsyncHxSaver)."""
+    """``run`` for a graph on an async checkpointer (AsyncHxSaver); with
+    ``live``, the LiveLog's waits run in a thread, not on the event loop."""
     cfg = _config(thread_id, config)
+    run_id = _run_id(input)
     try:
         go, graph_input = _plan(await graph.aget_state(cfg), input, messages_key, resume)
-        if go:
-            await graph.ainvoke(graph_input, cfg, durability="sync")
+        if live is None:
+            if go:
+                await graph.ainvoke(graph_input, cfg, durability="sync")
+        else:
+            live.push([run_marker(run_id, "started")], urgent=True, wait=False)
+            try:
+                if go:
+                    await afeed_run(live, graph.astream(graph_input, cfg, durability="sync", stream_mode=["messages", "updates"]))
+            except BaseException as exc:
+                with contextlib.suppress(LiveLogError):
+                    live.push([run_marker(run_id, "failed", _failed(exc).code)], urgent=True, wait=False)
+                    await asyncio.to_thread(live.flush)
+                raise
+            live.push([run_marker(run_id, "finished")], urgent=True, wait=False)
+            await asyncio.to_thread(live.flush)
         return _result(await graph.aget_state(cfg))
     except Exception as err:
         raise _failed(err) from err
@@ -502,6 +557,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-input-bytes", type=int, default=MAX_INPUT_BYTES,
                         help=f"the largest input read, in bytes (default {MAX_INPUT_BYTES})")
     parser.add_argument("--setup", action="store_true", help="run the saver's setup() (its tables and the threads source) and exit")
+    parser.add_argument("--live", action="store_true",
+                        help="write the run's messages to the thread's stream as they are made (tokens, tool calls, reasoning: "
+                        "the graph's chat models then stream); without it followers see each message once its step's "
+                        "checkpoint is written")
     return parser
 
 
@@ -548,7 +607,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 with contextlib.redirect_stdout(sys.stderr):
                     graph = load_graph(args.graph, saver)
                     config: RunnableConfig | None = {"metadata": {"run_id": run_id}} if run_id is not None else None
-                    result = run(graph, payload, thread_id=args.thread, messages_key=args.messages_key, config=config)
+                    live = LiveLog(args.dsn, f"@{args.schema}:{args.thread}", schema=args.schema) if args.live else None
+                    try:
+                        result = run(graph, payload, thread_id=args.thread, messages_key=args.messages_key,
+                                     config=config, live=live)
+                    finally:
+                        if live is not None:
+                            with contextlib.suppress(LiveLogError):
+                                live.close()
             except Exception as exc:
                 if run_id is not None:
                     saver.finish(args.thread, run_id, "error", _failed(exc).code)

@@ -70,9 +70,17 @@ async function makeCluster(prefix, n) {
   await recreate(routerDb);
   const router = new Client({ database: routerDb });
   await router.connect();
-  await router.query(SQL.router);
-  for (let i = 0; i < n; i++) {
-    await router.query('SELECT hxshard.add_shard($1, true)', [conninfoOf(shards[i])]);
+  try {
+    await router.query(SQL.router);
+    for (let i = 0; i < n; i++) {
+      await router.query('SELECT hxshard.add_shard($1, true)', [conninfoOf(shards[i])]);
+    }
+  } catch (err) {
+    // a router that cannot be set up (PL/Proxy missing, say) fails the
+    // test, and leaves no connection open that would keep the process
+    // from exiting
+    await router.end().catch(() => {});
+    throw err;
   }
   return {
     router,

@@ -169,7 +169,7 @@ test('a client that joins or comes back in the middle of a message resumes at th
   for (const { done } of agents) assert.ok(!((await done) instanceof Error), 'HttpAgent\'s run ended without an error');
   await writer.close();
 
-  const { rows: [{ state }] } = await db.query('SELECT state FROM sessions WHERE session_id = $1', [KEY]);
+  const { rows: [{ state }] } = await db.query('SELECT state::jsonb AS state FROM sessions WHERE session_id = $1', [KEY]);
   const truth = transcript(messagesOf(state.messages).messages);
   assert.deepEqual(truth.map((m) => m.id), ['u1', 'th-1', 'a-1', 'tool-1', 'a-2']);
   assert.equal(truth.find((m) => m.id === 'a-2').content, 'It is 18 °C and cloudy in Paris — 🌥 — a mild day. ');

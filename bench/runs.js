@@ -48,10 +48,19 @@
 //     GETs again with Last-Event-ID the last id it got; from that request
 //     to the first token it had not seen (from the prelude's reopened
 //     message or a later event): p50, p99, max;
+//     (a token of a message that ended while it was away counts when its
+//     MESSAGES_SNAPSHOT comes);
+//   - the token-to-browser time in two parts: from the call to the moment
+//     its statement has run in the writer's transaction (A: the run's
+//     inTransaction hook, just before COMMIT: the batch's wait and the wait
+//     for a writer connection; B: the commit returned), and from then to
+//     the browser (A: COMMIT, logical decoding, the hub, the gateway, SSE);
 //   - CPU during the phase: the gateway's process, this process (writers
 //     and followers), the cluster's processes, and the machine's (all of
 //     /proc/stat: other work shares these cores), each as a share of one
 //     core.
+// HX_BENCH_DEBUG=1 prints, per phase, the 15 slowest reconnects (the gap,
+// the time to the response's first frame, the frames before the token).
 // Targets (the product's): token to browser p99 <= 100 ms and reconnect to
 // the next token p99 <= 100 ms for the RunWriter.  The peer's figures are
 // printed beside it, with the ratios RunWriter / peer of WAL per token and
@@ -166,7 +175,9 @@ function machineCpu() {
  * time token n of its run was made (undefined for one not made yet).
  */
 class Follower {
-  constructor(base, key, token, sent, out) {
+  constructor(base, key, token, sent, out, staged, prefix) {
+    this.staged = staged;
+    this.prefix = prefix; // the ids of the messages of this phase's run
     this.base = base;
     this.key = key;
     this.token = token;
@@ -188,6 +199,9 @@ class Follower {
     if (this.lastId !== null) headers['last-event-id'] = this.lastId;
     this.openedAt = performance.now();
     this.open = false; // the prelude reopens what is open
+    this.frames = 0;
+    this.types = [];
+    this.lastIdSent = this.lastId;
     const req = http.get(`${this.base}/streams/sessions/${this.key}`, { agent: false, headers }, (res) => {
       this.statuses.push(res.statusCode);
       let buf = '';
@@ -216,24 +230,46 @@ class Follower {
     }
     if (data === null) return;
     const e = JSON.parse(data);
+    if (this.frames++ === 0) this.firstFrame = now;
+    if (this.types.length < 12) this.types.push(e.type);
     if (e.type === 'STATE_SNAPSHOT' || e.type === 'MESSAGES_SNAPSHOT') this.joined = true;
     if (e.type === 'TEXT_MESSAGE_START') this.open = true;
     else if (e.type === 'TEXT_MESSAGE_END') this.open = false;
     else if (e.type === 'TEXT_MESSAGE_CONTENT') {
       this.open = true;
-      const tokens = e.delta.split(' ');
-      for (const t of tokens) {
-        if (t === '') continue;
-        const n = Number(t);
-        if (n <= this.seen) continue;
-        this.seen = n;
-        const at = this.sent(n);
-        if (this.pending !== null) {
-          this.out.reconnects.push(now - this.pending);
-          this.pending = null;
-        } else if (at !== undefined && at >= this.openedAt) {
-          this.out.latencies.push(now - at);
+      this.take(e.delta, now, true);
+    } else if (e.type === 'MESSAGES_SNAPSHOT') {
+      // a message that ended while the follower was away is here whole
+      for (const msg of e.messages) {
+        if (typeof msg.id === 'string' && msg.id.startsWith(this.prefix) && typeof msg.content === 'string') this.take(msg.content, now, false);
+      }
+    }
+  }
+
+  /** The tokens of text not seen yet; timed: a content event (counted in the latencies). */
+  take(text, now, timed) {
+    for (const t of text.split(' ')) {
+      if (t === '') continue;
+      const n = Number(t);
+      if (n <= this.seen) continue;
+      this.seen = n;
+      if (this.pending !== null) {
+        if (process.env.HX_BENCH_DEBUG) {
+          this.out.debug = this.out.debug || [];
+          this.out.debug.push({ ms: Math.round(now - this.pending), frames: this.frames, firstFrame: Math.round(this.firstFrame - this.pending),
+            gap: Math.round(this.pending - this.droppedAt), lastId: this.lastIdSent, types: this.types.join(','), n, seen: this.seen });
         }
+        this.out.reconnects.push(now - this.pending);
+        this.pending = null;
+        continue;
+      }
+      const at = this.sent(n);
+      if (!timed || at === undefined || at < this.openedAt) continue;
+      this.out.latencies.push(now - at);
+      const st = this.staged(n);
+      if (st !== undefined) {
+        this.out.toStaged.push(st - at);
+        this.out.fromStaged.push(now - st);
       }
     }
   }
@@ -244,6 +280,7 @@ class Follower {
     const req = this.req;
     this.req = null;
     this.open = false;
+    this.droppedAt = performance.now();
     req.destroy();
     setTimeout(() => {
       if (this.stopped) return;
@@ -290,13 +327,22 @@ function schedule(runs, rate, seconds, token) {
 }
 
 /** Phase A: RunWriter. */
-async function phaseRunWriter(o, keys, sent) {
+async function phaseRunWriter(o, keys, sent, staged) {
   const { RunWriter } = require('hxstate-client');
   const writer = new RunWriter({ pg: { database: DB, application_name: 'hx-bench-runs-writer' }, flushMs: o.flushMs });
   const errors = [];
   writer.on('error', (err) => errors.push(err));
+  // the moment a token's statement has run, just before its COMMIT (the
+  // run's inTransaction hook, which runs no statement of its own)
+  const inTransaction = (i) => (client, { events }) => {
+    const now = performance.now();
+    for (const e of events) {
+      if (e.type !== 'TEXT_MESSAGE_CONTENT') continue;
+      for (const t of e.delta.split(' ')) if (t !== '') staged[i][Number(t)] = now;
+    }
+  };
   const runs = keys.map((key, i) => {
-    const run = writer.open({ table: 'sessions', key }, { runId: `a-${i}` });
+    const run = writer.open({ table: 'sessions', key }, { runId: `a-${i}`, inTransaction: inTransaction(i) });
     return { run, m: null, n: 0, inMessage: 0, msg: 0 };
   });
   const ends = [];
@@ -322,7 +368,7 @@ async function phaseRunWriter(o, keys, sent) {
 }
 
 /** Phase B: the peer, one commit per token. */
-async function phasePerToken(o, keys, sent) {
+async function phasePerToken(o, keys, sent, staged) {
   const pool = new pg.Pool({ database: DB, max: o.peerConnections, application_name: 'hx-bench-runs-peer' });
   await Promise.all(Array.from({ length: o.peerConnections }, () => pool.query('SELECT 1')));
   const emit = (key, events) => pool.query('SELECT hx_stream_emit($1::regclass, $2, $3::jsonb)', ['sessions', key, JSON.stringify(events)]);
@@ -339,6 +385,8 @@ async function phasePerToken(o, keys, sent) {
     inFlight++;
     const events = r.queue.shift();
     emit(keys[i], events).then(() => {
+      const now = performance.now();
+      for (const e of events) if (e.type === 'TEXT_MESSAGE_CONTENT') staged[i][Number(e.delta)] = now;
       transactions++;
       committed += events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length;
     }, (err) => errors.push(err)).finally(() => {
@@ -435,8 +483,9 @@ async function main() {
   const results = [];
   for (const phase of phases) {
     const sent = keys.map(() => []);
-    const out = { latencies: [], reconnects: [] };
-    const followers = keys.map((key, i) => new Follower(base, key, token, (n) => sent[i][n], out));
+    const staged = keys.map(() => []);
+    const out = { latencies: [], reconnects: [], toStaged: [], fromStaged: [] };
+    const followers = keys.map((key, i) => new Follower(base, key, token, (n) => sent[i][n], out, (n) => staged[i][n], `${phase.name === 'peer' ? 'b' : 'a'}-${i}-`));
     for (const f of followers) f.connect();
     await waitFor(() => followers.every((f) => f.joined || f.errors), 'every follower\'s prelude');
     // each follower's drops, at random moments of the phase (not its first or last second)
@@ -457,7 +506,7 @@ async function main() {
     const c0 = await counters();
     const cpu0 = { gw: cpuOf([gw.pid]), me: process.cpuUsage(), pgs: cpuOf(clusterPids()), machine: machineCpu() };
     const t0 = performance.now();
-    const w = await phase.write(o, keys, sent);
+    const w = await phase.write(o, keys, sent, staged);
     const wall = (performance.now() - t0) / 1000;
     const cpu1 = { gw: cpuOf([gw.pid]), me: process.cpuUsage(cpu0.me), pgs: cpuOf(clusterPids()), machine: machineCpu() };
     // the followers catch up (or give up after 10 s)
@@ -469,12 +518,18 @@ async function main() {
     const behind = followers.filter((f, i) => f.pending !== null || f.seen < (phase.name === 'peer' ? 0 : want(i))).length;
     for (const f of followers) f.stop();
     const { rows: [{ wal }] } = await db.query('SELECT pg_wal_lsn_diff($1, $2)::float8 AS wal', [c1.lsn, c0.lsn]);
+    if (out.debug) {
+      out.debug.sort((x, y) => y.ms - x.ms);
+      console.error(phase.name, JSON.stringify(out.debug.slice(0, 15), null, 0));
+    }
     const lat = out.latencies.sort((a, b) => a - b);
+    const toStaged = out.toStaged.sort((a, b) => a - b);
+    const fromStaged = out.fromStaged.sort((a, b) => a - b);
     const rec = out.reconnects.sort((a, b) => a - b);
     results.push({
       phase, w, wall, wal, behind, dropsDone,
       commits: c1.commits - c0.commits,
-      lat, rec,
+      lat, rec, toStaged, fromStaged,
       statuses: followers.flatMap((f) => f.statuses).filter((s) => s !== 200).length,
       errors: followers.reduce((n, f) => n + f.errors, 0),
       cpu: {
@@ -509,6 +564,10 @@ async function main() {
     ['token to browser p50', (r) => ms(percentile(r.lat, 50)), '', null],
     ['token to browser p99', (r) => ms(percentile(r.lat, 99)), '<= 100 ms', (r) => percentile(r.lat, 99) <= 100],
     ['token to browser max', (r) => ms(r.lat[r.lat.length - 1]), '', null],
+    ['  call to statement done p50', (r) => ms(percentile(r.toStaged, 50)), '', null],
+    ['  call to statement done p99', (r) => ms(percentile(r.toStaged, 99)), '', null],
+    ['  statement done to browser p50', (r) => ms(percentile(r.fromStaged, 50)), '', null],
+    ['  statement done to browser p99', (r) => ms(percentile(r.fromStaged, 99)), '', null],
     ['tokens timed', (r) => String(r.lat.length), '', null],
     ['reconnect to next token p50', (r) => ms(percentile(r.rec, 50)), '', null],
     ['reconnect to next token p99', (r) => ms(percentile(r.rec, 99)), '<= 100 ms', (r) => percentile(r.rec, 99) <= 100],

@@ -50,16 +50,19 @@
 //     message or a later event): p50, p99, max;
 //     (a token of a message that ended while it was away counts when its
 //     MESSAGES_SNAPSHOT comes);
-//   - the token-to-browser time in two parts: from the call to the moment
-//     its statement has run in the writer's transaction (A: the run's
-//     inTransaction hook, just before COMMIT: the batch's wait and the wait
-//     for a writer connection; B: the commit returned), and from then to
-//     the browser (A: COMMIT, logical decoding, the hub, the gateway, SSE);
+//   - for the RunWriter, the token-to-browser time in three parts: from the
+//     call to the moment its statement has run in the writer's transaction
+//     (the run's inTransaction hook, which runs no statement, just before
+//     COMMIT: the batch's wait for flushMs and for a writer connection);
+//     from then to its commit (COMMIT and its fsync; seen as the run's new
+//     lastSeq by a 2 ms timer); from the commit to the browser (logical
+//     decoding, the hub, the gateway, SSE, the follower's parse);
 //   - CPU during the phase: the gateway's process, this process (writers
 //     and followers), the cluster's processes, and the machine's (all of
 //     /proc/stat: other work shares these cores), each as a share of one
 //     core.
-// HX_BENCH_DEBUG=1 prints, per phase, the 15 slowest reconnects (the gap,
+// HX_BENCH_PROF=<dir> writes the gateway process's CPU profile there
+// (node --cpu-prof).  HX_BENCH_DEBUG=1 prints, per phase, the 15 slowest reconnects (the gap,
 // the time to the response's first frame, the frames before the token).
 // Targets (the product's): token to browser p99 <= 100 ms and reconnect to
 // the next token p99 <= 100 ms for the RunWriter.  The peer's figures are
@@ -266,10 +269,11 @@ class Follower {
       const at = this.sent(n);
       if (!timed || at === undefined || at < this.openedAt) continue;
       this.out.latencies.push(now - at);
-      const st = this.staged(n);
-      if (st !== undefined) {
+      const [st, cm] = this.staged(n);
+      if (st !== undefined && cm !== undefined) {
         this.out.toStaged.push(st - at);
-        this.out.fromStaged.push(now - st);
+        this.out.toCommitted.push(cm - st);
+        this.out.fromCommitted.push(now - cm);
       }
     }
   }
@@ -327,7 +331,7 @@ function schedule(runs, rate, seconds, token) {
 }
 
 /** Phase A: RunWriter. */
-async function phaseRunWriter(o, keys, sent, staged) {
+async function phaseRunWriter(o, keys, sent, staged, committed) {
   const { RunWriter } = require('hxstate-client');
   const writer = new RunWriter({ pg: { database: DB, application_name: 'hx-bench-runs-writer' }, flushMs: o.flushMs });
   const errors = [];
@@ -338,12 +342,27 @@ async function phaseRunWriter(o, keys, sent, staged) {
     const now = performance.now();
     for (const e of events) {
       if (e.type !== 'TEXT_MESSAGE_CONTENT') continue;
-      for (const t of e.delta.split(' ')) if (t !== '') staged[i][Number(t)] = now;
+      for (const t of e.delta.split(' ')) {
+        if (t === '') continue;
+        staged[i][Number(t)] = now;
+        runs[i].uncommitted.push(Number(t));
+      }
     }
   };
+  // a run's commit is seen as a new lastSeq (a run has one batch in flight
+  // at most), at the next turn of a 2 ms timer: what it had staged is committed
+  const watch = setInterval(() => {
+    const now = performance.now();
+    for (const [i, r] of runs.entries()) {
+      if (r.run.lastSeq === r.seq) continue;
+      r.seq = r.run.lastSeq;
+      for (const n of r.uncommitted) committed[i][n] = now;
+      r.uncommitted = [];
+    }
+  }, 2);
   const runs = keys.map((key, i) => {
     const run = writer.open({ table: 'sessions', key }, { runId: `a-${i}`, inTransaction: inTransaction(i) });
-    return { run, m: null, n: 0, inMessage: 0, msg: 0 };
+    return { run, m: null, n: 0, inMessage: 0, msg: 0, seq: run.lastSeq, uncommitted: [] };
   });
   const ends = [];
   let blocked = 0;
@@ -362,6 +381,7 @@ async function phaseRunWriter(o, keys, sent, staged) {
   for (const r of runs) if (r.m) ends.push(r.m.end());
   await Promise.all(ends);
   await Promise.all(runs.map((r) => r.run.close()));
+  clearInterval(watch);
   const stats = { ...writer.stats };
   await writer.close();
   return { made, committed: made, transactions: stats.transactions, stats, errors, blocked };
@@ -385,8 +405,6 @@ async function phasePerToken(o, keys, sent, staged) {
     inFlight++;
     const events = r.queue.shift();
     emit(keys[i], events).then(() => {
-      const now = performance.now();
-      for (const e of events) if (e.type === 'TEXT_MESSAGE_CONTENT') staged[i][Number(e.delta)] = now;
       transactions++;
       committed += events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length;
     }, (err) => errors.push(err)).finally(() => {
@@ -466,7 +484,8 @@ async function main() {
   const { rows: [{ version }] } = await db.query("SELECT current_setting('server_version') AS version");
   const { rows: [{ fsync }] } = await db.query("SELECT current_setting('fsync') AS fsync");
 
-  const gw = fork(__filename, ['--child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const prof = process.env.HX_BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.HX_BENCH_PROF] : [];
+  const gw = fork(__filename, ['--child'], { execArgv: prof, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const m = await new Promise((resolve) => gw.once('message', resolve));
   const base = `http://127.0.0.1:${m.port}`;
   const { mintToken } = require('hxstate-gateway');
@@ -484,8 +503,9 @@ async function main() {
   for (const phase of phases) {
     const sent = keys.map(() => []);
     const staged = keys.map(() => []);
-    const out = { latencies: [], reconnects: [], toStaged: [], fromStaged: [] };
-    const followers = keys.map((key, i) => new Follower(base, key, token, (n) => sent[i][n], out, (n) => staged[i][n], `${phase.name === 'peer' ? 'b' : 'a'}-${i}-`));
+    const committed = keys.map(() => []);
+    const out = { latencies: [], reconnects: [], toStaged: [], toCommitted: [], fromCommitted: [] };
+    const followers = keys.map((key, i) => new Follower(base, key, token, (n) => sent[i][n], out, (n) => [staged[i][n], committed[i][n]], `${phase.name === 'peer' ? 'b' : 'a'}-${i}-`));
     for (const f of followers) f.connect();
     await waitFor(() => followers.every((f) => f.joined || f.errors), 'every follower\'s prelude');
     // each follower's drops, at random moments of the phase (not its first or last second)
@@ -506,7 +526,7 @@ async function main() {
     const c0 = await counters();
     const cpu0 = { gw: cpuOf([gw.pid]), me: process.cpuUsage(), pgs: cpuOf(clusterPids()), machine: machineCpu() };
     const t0 = performance.now();
-    const w = await phase.write(o, keys, sent, staged);
+    const w = await phase.write(o, keys, sent, staged, committed);
     const wall = (performance.now() - t0) / 1000;
     const cpu1 = { gw: cpuOf([gw.pid]), me: process.cpuUsage(cpu0.me), pgs: cpuOf(clusterPids()), machine: machineCpu() };
     // the followers catch up (or give up after 10 s)
@@ -524,12 +544,13 @@ async function main() {
     }
     const lat = out.latencies.sort((a, b) => a - b);
     const toStaged = out.toStaged.sort((a, b) => a - b);
-    const fromStaged = out.fromStaged.sort((a, b) => a - b);
+    const toCommitted = out.toCommitted.sort((a, b) => a - b);
+    const fromCommitted = out.fromCommitted.sort((a, b) => a - b);
     const rec = out.reconnects.sort((a, b) => a - b);
     results.push({
       phase, w, wall, wal, behind, dropsDone,
       commits: c1.commits - c0.commits,
-      lat, rec, toStaged, fromStaged,
+      lat, rec, toStaged, toCommitted, fromCommitted,
       statuses: followers.flatMap((f) => f.statuses).filter((s) => s !== 200).length,
       errors: followers.reduce((n, f) => n + f.errors, 0),
       cpu: {
@@ -564,10 +585,12 @@ async function main() {
     ['token to browser p50', (r) => ms(percentile(r.lat, 50)), '', null],
     ['token to browser p99', (r) => ms(percentile(r.lat, 99)), '<= 100 ms', (r) => percentile(r.lat, 99) <= 100],
     ['token to browser max', (r) => ms(r.lat[r.lat.length - 1]), '', null],
-    ['  call to statement done p50', (r) => ms(percentile(r.toStaged, 50)), '', null],
-    ['  call to statement done p99', (r) => ms(percentile(r.toStaged, 99)), '', null],
-    ['  statement done to browser p50', (r) => ms(percentile(r.fromStaged, 50)), '', null],
-    ['  statement done to browser p99', (r) => ms(percentile(r.fromStaged, 99)), '', null],
+    ['  call to statement run p50', (r) => ms(percentile(r.toStaged, 50)), '', null],
+    ['  call to statement run p99', (r) => ms(percentile(r.toStaged, 99)), '', null],
+    ['  statement run to committed p50', (r) => ms(percentile(r.toCommitted, 50)), '', null],
+    ['  statement run to committed p99', (r) => ms(percentile(r.toCommitted, 99)), '', null],
+    ['  committed to browser p50', (r) => ms(percentile(r.fromCommitted, 50)), '', null],
+    ['  committed to browser p99', (r) => ms(percentile(r.fromCommitted, 99)), '', null],
     ['tokens timed', (r) => String(r.lat.length), '', null],
     ['reconnect to next token p50', (r) => ms(percentile(r.rec, 50)), '', null],
     ['reconnect to next token p99', (r) => ms(percentile(r.rec, 99)), '<= 100 ms', (r) => percentile(r.rec, 99) <= 100],

@@ -445,6 +445,7 @@ async function phasePerToken(o, keys, sent, staged) {
 
 async function main() {
   const { values } = parseArgs({
+    strict: true,
     options: {
       runs: { type: 'string', default: '200' },
       rate: { type: 'string', default: '30' },
@@ -456,15 +457,23 @@ async function main() {
       'peer-connections': { type: 'string', default: '32' },
     },
   });
+  // each option a number in its range, or a clear error before anything starts
+  const num = (name, min, max, integer = true) => {
+    const v = Number(values[name]);
+    if (values[name].trim() === '' || !Number.isFinite(v) || (integer && !Number.isInteger(v)) || v < min || v > max) {
+      throw new RangeError(`bench/runs.js: --${name} is ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, not ${JSON.stringify(values[name])}`);
+    }
+    return v;
+  };
   const o = {
-    runs: Number(values.runs),
-    rate: Number(values.rate),
-    seconds: Number(values.seconds),
-    message: Number(values.message),
-    flushMs: Number(values['flush-ms']),
-    drops: Number(values.drops),
-    gapMs: Number(values['gap-ms']),
-    peerConnections: Number(values['peer-connections']),
+    runs: num('runs', 1, 10000),
+    rate: num('rate', 0.1, 1000, false),
+    seconds: num('seconds', 3, 3600, false),
+    message: num('message', 1, 1000000),
+    flushMs: num('flush-ms', 0, 60000, false),
+    drops: num('drops', 0, 100),
+    gapMs: num('gap-ms', 0, 60000, false),
+    peerConnections: num('peer-connections', 1, 90),
   };
 
   const admin = new pg.Client({ database: 'postgres' });

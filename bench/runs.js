@@ -349,8 +349,13 @@ async function phaseRunWriter(o, keys, sent, staged, committed) {
       }
     }
   };
+  const runs = keys.map((key, i) => {
+    const run = writer.open({ table: 'sessions', key }, { runId: `a-${i}`, inTransaction: inTransaction(i) });
+    return { run, m: null, n: 0, inMessage: 0, msg: 0, seq: run.lastSeq, uncommitted: [] };
+  });
   // a run's commit is seen as a new lastSeq (a run has one batch in flight
-  // at most), at the next turn of a 2 ms timer: what it had staged is committed
+  // at most), at the next turn of a 2 ms timer (so
+  // the bench's own event-loop delay is in it): what it had staged is committed
   const watch = setInterval(() => {
     const now = performance.now();
     for (const [i, r] of runs.entries()) {
@@ -360,10 +365,6 @@ async function phaseRunWriter(o, keys, sent, staged, committed) {
       r.uncommitted = [];
     }
   }, 2);
-  const runs = keys.map((key, i) => {
-    const run = writer.open({ table: 'sessions', key }, { runId: `a-${i}`, inTransaction: inTransaction(i) });
-    return { run, m: null, n: 0, inMessage: 0, msg: 0, seq: run.lastSeq, uncommitted: [] };
-  });
   const ends = [];
   let blocked = 0;
   const made = await schedule(keys.length, o.rate, o.seconds, (i) => {

@@ -65,7 +65,11 @@
 // (node --cpu-prof).  HX_BENCH_DEBUG=1 prints, per phase, the 15 slowest reconnects (the gap,
 // the time to the response's first frame, the frames before the token).
 // Targets (the product's): token to browser p99 <= 100 ms and reconnect to
-// the next token p99 <= 100 ms for the RunWriter.  The peer's figures are
+// the next token p99 <= 100 ms for the RunWriter; "Targets met: N of M" says
+// how many were.  It exits with status 1 only when something failed (a
+// writer's error, a follower's socket error or non-200 response, a follower
+// that did not get every token of phase A), so that a missed target does not
+// stop the parts of bench/run that follow it.  The peer's figures are
 // printed beside it, with the ratios RunWriter / peer of WAL per token and
 // commits a second.
 const http = require('node:http');
@@ -640,7 +644,9 @@ async function main() {
     `gateway: ${JSON.stringify(gstats.stats)}`);
   const met = [percentile(a.lat, 99) <= 100, percentile(a.rec, 99) <= 100];
   console.log(`Targets met: ${met.filter(Boolean).length} of ${met.length}.`);
-  if (met.includes(false) || a.w.errors.length || a.behind) process.exitCode = 1;
+  // a missed target is printed (the parts of bench/run after this one still
+  // run); a writer that failed or a follower that missed tokens is an error
+  if (a.w.errors.length || b.w.errors.length || a.behind || a.errors + b.errors > 0 || a.statuses + b.statuses > 0) process.exitCode = 1;
 }
 
 if (process.argv.includes('--child')) {

@@ -101,6 +101,8 @@ async function child() {
   const server = http.createServer(gateway.handler);
   server.keepAliveTimeout = 0;
   server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port, transport: gateway.hub.transport }));
+  // the bench that forked it is gone (it failed, or was killed): so is this
+  process.on('disconnect', () => process.exit(1));
   process.on('message', async (m) => {
     if (m === 'stats') {
       process.send({ stats: gateway.stats });

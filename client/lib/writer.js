@@ -112,8 +112,10 @@ class RunWriter extends EventEmitter {
     if (this._runs.size >= this.options.maxRuns) {
       throw Object.assign(new Error(`RunWriter: ${this.options.maxRuns} runs are open already (maxRuns)`), { code: 'HX_TOO_MANY_RUNS' });
     }
-    const run = new Run(target, options, this.options, {
-      changed: () => this._schedule(),
+    // (the run's constructor queues its start marker: open() schedules it below)
+    let run = null;
+    run = new Run(target, options, this.options, {
+      changed: () => { if (run !== null) this._changed(run); },
       ended: (r) => this._runs.delete(r),
       failed: (r, err) => {
         this.stats.failedRuns++;
@@ -164,6 +166,22 @@ class RunWriter extends EventEmitter {
 
   // -- scheduling ------------------------------------------------------------
 
+  /**
+   * A run queued something (an event, a flush): only that run is looked
+   * at, so that a token costs the same however many runs are open.  Due
+   * now, the whole pass starts a transaction; due later, the timer is
+   * brought forward if it would fire after.  (The timer's pass, and the
+   * one after each commit, look at every run.)
+   */
+  _changed(run) {
+    if (this._closed) return;
+    const at = run.dueAt();
+    if (at === null) return;
+    const now = Date.now();
+    if (at <= now) this._schedule();
+    else this._arm(at, now);
+  }
+
   /** Start what is due now; set the timer for the next batch due. */
   _schedule() {
     if (this._closed) return;
@@ -180,15 +198,19 @@ class RunWriter extends EventEmitter {
       if (now < this._waitUntil) next = next === null ? this._waitUntil : Math.min(next, this._waitUntil);
       else this._start();
     }
-    if (next !== null && (this._timerAt === null || next < this._timerAt)) {
-      clearTimeout(this._timer);
-      this._timerAt = next;
-      this._timer = setTimeout(() => {
-        this._timer = null;
-        this._timerAt = null;
-        this._schedule();
-      }, Math.max(0, next - now));
-    }
+    if (next !== null) this._arm(next, now);
+  }
+
+  /** The timer fires at next (ms since the epoch), unless it fires before. */
+  _arm(next, now) {
+    if (this._timerAt !== null && next >= this._timerAt) return;
+    clearTimeout(this._timer);
+    this._timerAt = next;
+    this._timer = setTimeout(() => {
+      this._timer = null;
+      this._timerAt = null;
+      this._schedule();
+    }, Math.max(0, next - now));
   }
 
   /** A transaction for the runs due now, on an idle connection (or a new one). */

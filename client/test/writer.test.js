@@ -206,6 +206,26 @@ test('bounded: a run that holds past maxPendingBytes fails (HX_RUN_BACKLOG); pas
   assert.throws(() => writer.open({ table: 'sessions', key: 'big' }), /closed/);
 });
 
+test('a token costs the same however many runs are open: an append looks at its own run, not at every open one', async () => {
+  const { Run } = require('../lib/agentrun');
+  const writer = new RunWriter({ pg: { database: DB, host: '/nonexistent-socket-dir' }, flushMs: 600000, reconnect: { min: 50, max: 100 } });
+  writer.on('error', () => {});
+  const runs = [];
+  for (let i = 0; i < 1000; i++) runs.push(writer.open({ table: 'sessions', key: `k-${i}` }, { marker: false }));
+  const texts = runs.map((r, i) => r.text({ messageId: `m-${i}` }));
+  const dueAt = Run.prototype.dueAt;
+  let calls = 0;
+  Run.prototype.dueAt = function counted(...args) { calls++; return dueAt.apply(this, args); };
+  try {
+    for (let i = 0; i < 1000; i++) texts[i % 10].append(`${i} `);
+  } finally {
+    Run.prototype.dueAt = dueAt;
+  }
+  // before: every append looked at all 1,000 runs (a million calls)
+  assert.ok(calls <= 2000, `${calls} looks at a run for 1,000 appends to 10 of 1,000 open runs`);
+  await writer.destroy();
+});
+
 test('abuse probe: every input a caller can give is checked before it costs a byte of the batch', async () => {
   await row('probe');
   const writer = new RunWriter({ pg: pgc, flushMs: 5 });

@@ -86,6 +86,10 @@ class HxAgentRunner {
     this._ready = null;
     this._hx = null;
     this._closed = false;
+    // runs: started here; resumed: runs of a dead process driven again
+    // here (replayed: the events of theirs the log held already);
+    // abandoned: dead runs closed here; diverged: resumed runs that failed
+    this.stats = { runs: 0, resumed: 0, replayed: 0, abandoned: 0, diverged: 0, stopped: 0 };
   }
 
   /** The id of this runner instance (the owner of its runs). */
@@ -276,7 +280,11 @@ class HxAgentRunner {
     } finally {
       client.release();
     }
-    if (dead !== null && dead !== runId) await this._closeDead(threadId, dead, { stopped: false });
+    this.stats.runs++;
+    if (dead !== null && dead !== runId) {
+      this.stats.abandoned++;
+      await this._closeDead(threadId, dead, { stopped: false });
+    }
     return { resume: dead === runId };
   }
 
@@ -327,19 +335,21 @@ class HxAgentRunner {
     let prefix = [];
     let options = { runId, messages: null };
     let before = await head(q, this._hx, stream) + 1;
-    if (claim.resume) {
-      const r = await runInLog(q, this._hx, stream, runId);
-      if (r.startSeq !== null) {
-        before = r.startSeq;
-        if (r.terminal || r.ended) {
-          // finished, all but its end: give its events, and end it
-          for (const e of r.events) subject.next(e);
-          if (!r.ended) await this._writer.open({ stream }, { runId, messages: null, resumeAt: { seq: r.head, open: r.open } }).close();
-          return;
-        }
-        prefix = r.events;
-        options = { ...options, resumeAt: { seq: r.head, open: r.open } };
+    // the log may hold the run already: its process died under it (resumed
+    // here), or after it ended but before its caller heard (given again)
+    const r = await runInLog(q, this._hx, stream, runId);
+    if (r.startSeq !== null) {
+      before = r.startSeq;
+      if (r.terminal || r.ended) {
+        // finished, all but perhaps its end marker: its events, and its end
+        for (const e of r.events) subject.next(e);
+        if (!r.ended) await this._writer.open({ stream }, { runId, messages: null, resumeAt: { seq: r.head, open: r.open } }).close();
+        return;
       }
+      prefix = r.events;
+      this.stats.resumed++;
+      this.stats.replayed += r.events.length;
+      options = { ...options, resumeAt: { seq: r.head, open: r.open } };
     }
     const seen = await messageIds(q, this._hx, stream, before);
     const fence = async (client) => {
@@ -393,6 +403,8 @@ class HxAgentRunner {
       return;
     }
     let status = 'finished';
+    if (failed && failed.code === 'HX_COPILOTKIT_DIVERGED') this.stats.diverged++;
+    if (local.stop) this.stats.stopped++;
     if (failed) status = 'failed';
     else if (local.stop) status = 'stopped';
     else if (agentError || !terminal) status = 'failed';

@@ -21,6 +21,7 @@ function script(threadId, runId, n, tokens = 20) {
   const t = `${runId}-t`;
   const r = `${runId}-r`;
   const ev = [{ type: 'RUN_STARTED', threadId, runId }];
+  ev.push({ type: 'STATE_SNAPSHOT', snapshot: { thread: threadId, turns: n } });
   ev.push({ type: 'STEP_STARTED', stepName: 'think' });
   ev.push({ type: 'REASONING_START', messageId: r });
   ev.push({ type: 'REASONING_MESSAGE_START', messageId: r, role: 'reasoning' });
@@ -35,7 +36,7 @@ function script(threadId, runId, n, tokens = 20) {
   for (const w of ['{"q":', `"${words(seed, 1)[0].trim()}"`, '}']) ev.push({ type: 'TOOL_CALL_ARGS', toolCallId: t, delta: w });
   ev.push({ type: 'TOOL_CALL_END', toolCallId: t });
   ev.push({ type: 'TOOL_CALL_RESULT', messageId: `${runId}-res`, toolCallId: t, content: `result of ${runId}`, role: 'tool' });
-  ev.push({ type: 'STATE_DELTA', delta: [{ op: 'add', path: `/run_${runId.replace(/[~/]/g, '_')}`, value: n }] });
+  ev.push({ type: 'STATE_DELTA', delta: [{ op: 'add', path: '/last', value: { runId, words: words(seed, 3) } }] });
   ev.push({ type: 'CUSTOM', name: 'progress', value: { runId, n } });
   ev.push({ type: 'RUN_FINISHED', threadId, runId, result: { n } });
   return ev;

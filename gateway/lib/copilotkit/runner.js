@@ -82,7 +82,8 @@ class HxAgentRunner {
     this._owner = new Owner(this._config, { asked: () => this._stopsAsked(), lost: (err) => this._ownerLost(err) });
     this._hub = o.hub || null;
     this._ownHub = null;
-    this._local = new Map(); // threadId -> {runId, agent, stop}
+    this._local = new Map(); // threadId -> {runId, agent, stop, done}
+    this._claiming = new Map(); // threadId -> the claim run() is making
     this._ready = null;
     this._hx = null;
     this._closed = false;
@@ -122,6 +123,8 @@ class HxAgentRunner {
   /** Is a run of the thread under way, in any process? */
   async isRunning(request) {
     const threadId = this._threadId(request);
+    const claiming = this._claiming.get(threadId);
+    if (claiming) await claiming.catch(() => {});
     await this._start();
     const rows = (await this._pool.query(this._sql.status, [threadId])).rows;
     return rows.length > 0 && rows[0].run_id !== null && rows[0].alive;
@@ -146,7 +149,7 @@ class HxAgentRunner {
       if (!s || s.run_id !== stopped) return true;
       if (!s.alive) {
         // its process died: the run is closed here, as stopped
-        await this._takeOver(threadId, null, { stopped: true });
+        await this._takeOver(threadId, { stopped: true });
         return true;
       }
       if (Date.now() > until) {
@@ -238,12 +241,23 @@ class HxAgentRunner {
     if (input.threadId !== undefined && input.threadId !== threadId) throw new CopilotKitInputError('input.threadId is not the request\'s threadId');
     jsonText(input, 'input', this.options.maxInputBytes);
     const agentId = typeof agent.agentId === 'string' ? agent.agentId.slice(0, 1024) : null;
-    await this._start();
     const stream = STREAM_PREFIX + threadId;
-    const local = { runId, agent, stop: false, done: null };
+    const local = { runId, agent, stop: false, done: null, stopped: null, stopNow: null };
     let resolveDone;
     local.done = new Promise((r) => { resolveDone = r; });
-    const claim = await this._claim(threadId, runId, agentId, local);
+    local.stopped = new Promise((r) => { local.stopNow = r; });
+    // isRunning() in this process waits for the claim that run() began
+    const claiming = (async () => {
+      await this._start();
+      return this._claim(threadId, runId, agentId, local);
+    })();
+    this._claiming.set(threadId, claiming);
+    let claim;
+    try {
+      claim = await claiming;
+    } finally {
+      if (this._claiming.get(threadId) === claiming) this._claiming.delete(threadId);
+    }
     try {
       await this._drive(threadId, stream, runId, agent, input, claim, local, subject);
     } finally {
@@ -255,8 +269,8 @@ class HxAgentRunner {
 
   /**
    * The thread, claimed for run runId (its row locked while it is
-   * decided): {resume: the dead owner's run was runId}.  A live run
-   * refuses it; another run whose process died is closed first.
+   * decided).  A live run refuses it; another run whose process died is
+   * closed first.
    */
   async _claim(threadId, runId, agentId, local) {
     if (!this._owner.alive) throw Object.assign(new Error('HxAgentRunner: the owner connection is lost'), { code: 'HX_COPILOTKIT_OWNER_LOST' });
@@ -285,7 +299,7 @@ class HxAgentRunner {
       this.stats.abandoned++;
       await this._closeDead(threadId, dead, { stopped: false });
     }
-    return { resume: dead === runId };
+    return { dead };
   }
 
   /** Close the dead run runId of the thread (claimed by this instance): what it left open, and its end. */
@@ -305,7 +319,7 @@ class HxAgentRunner {
   }
 
   /** Claim the thread whose run's process died, and close that run (stop() of a dead run). */
-  async _takeOver(threadId, _unused, { stopped }) {
+  async _takeOver(threadId, { stopped }) {
     const client = await this._pool.connect();
     let dead = null;
     try {
@@ -367,7 +381,7 @@ class HxAgentRunner {
       if (TERMINAL.has(e.type)) terminal = true;
     };
     const onEvent = ({ event }) => {
-      if (failed || terminal) return;
+      if (failed || terminal || local.stop) return;
       try {
         let e = event;
         if (e && e.type === 'RUN_STARTED' && e.input === undefined) {
@@ -389,7 +403,10 @@ class HxAgentRunner {
     };
     let agentError = null;
     try {
-      await agent.runAgent(input, { onEvent });
+      // a stop ends the run here, whether the agent stops or not
+      const running = Promise.resolve().then(() => agent.runAgent(input, { onEvent }));
+      running.catch(() => {});
+      await Promise.race([running, local.stopped]);
     } catch (err) {
       agentError = err;
     }
@@ -439,10 +456,13 @@ class HxAgentRunner {
     const l = this._local.get(threadId);
     if (!l || l.runId !== runId) return Promise.resolve(false);
     l.stop = true;
+    l.stopNow();
     try {
-      l.agent.abortRun();
+      if (typeof l.agent.abortRun === 'function') l.agent.abortRun();
+      // @ag-ui/client's agents end their run's pipeline on a detach
+      if (typeof l.agent.detachActiveRun === 'function') l.agent.detachActiveRun().catch(() => {});
     } catch {
-      // an agent without abort: its run ends when it ends
+      // the agent goes on by itself: its events are not taken any more
     }
     return l.done.then(() => true);
   }

@@ -1,0 +1,245 @@
+'use strict';
+// The CopilotKit runner (hxstate-gateway/copilotkit, lib/copilotkit):
+// run() writes the agent's events into the thread's log and gives them;
+// connect() replays the log (fragments joined) and follows the run under
+// way; isRunning and stop from the database, across runner instances; a
+// runId runs once; bad input gets a clear error; and the runner works
+// behind CopilotKit's own runtime (its fetch handler).
+process.env.COPILOTKIT_TELEMETRY_DISABLED = 'true';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { lastValueFrom, toArray, from, firstValueFrom, map } = require('rxjs');
+const { verifyEvents } = require('@ag-ui/client');
+const h = require('../../test/js/helpers');
+const { HxAgentRunner, STREAM_PREFIX, decodeEvent } = require('../lib/copilotkit');
+const { compact } = require('../lib/copilotkit/events');
+const { FakeAgent, script } = require('./copilotkit/agent');
+
+const DB = 'hx_gateway_copilotkit';
+let db;
+let a;
+let b;
+
+before(async () => {
+  db = await h.freshDatabase(DB);
+  a = new HxAgentRunner({ pg: { database: DB } });
+  b = new HxAgentRunner({ pg: { database: DB } });
+});
+after(async () => {
+  await a.close();
+  await b.close();
+  await db.end();
+});
+
+function input(threadId, runId, messages = [{ id: `${runId}-u`, role: 'user', content: 'hello' }]) {
+  return { threadId, runId, messages, tools: [], context: [], state: {}, forwardedProps: {} };
+}
+
+/** The agent as CopilotKit's runtime hands it over: its thread and messages set from the input. */
+const agentFor = (inp, options = {}) => new FakeAgent({ threadId: inp.threadId, initialMessages: inp.messages, ...options });
+
+const all = (o) => lastValueFrom(o.pipe(toArray()));
+const verify = (events) => lastValueFrom(from(events).pipe(verifyEvents(false), toArray()));
+
+async function logged(threadId) {
+  const { rows } = await db.query('SELECT event FROM hx_event WHERE stream = $1 ORDER BY seq', [STREAM_PREFIX + threadId]);
+  return rows.map((r) => r.event);
+}
+
+test('run(): the agent\'s events as they come, written into the thread\'s log; connect() replays them (fragments joined), byte for byte', async () => {
+  const threadId = 'ck-replay';
+  const inp = input(threadId, 'r1');
+  const events = await all(a.run({ threadId, agent: agentFor(inp, { tokens: 40 }), input: inp }));
+  const want = script(threadId, 'r1', 1, 40);
+  assert.equal(events.length, want.length);
+  assert.deepEqual(events.map((e) => e.type), want.map((e) => e.type));
+  assert.equal(events.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length, 40, 'each token as it came');
+  // RUN_STARTED carries the run's input (CopilotKit rebuilds the user's messages from it)
+  assert.deepEqual(events[0].input.messages, [{ id: 'r1-u', role: 'user', content: 'hello' }]);
+  await verify(events);
+
+  const replay = await all(b.connect({ threadId }));
+  assert.equal(JSON.stringify(replay), JSON.stringify(compact(events)));
+  assert.equal(replay.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length, 1);
+  await verify(replay);
+
+  // what the log holds: every event, the run's markers around them, the
+  // tokens in fewer events than there were tokens (they shared commits)
+  const log = await logged(threadId);
+  assert.equal(log[0].name, 'hxstate.run');
+  assert.equal(log[log.length - 1].value.status, 'finished');
+  assert.ok(log.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length < 40);
+  assert.deepEqual(compact(log.map(decodeEvent).filter(Boolean)), replay);
+  const { rows } = await db.query('SELECT hx_stream_state_at($1, $2) AS s', [STREAM_PREFIX + threadId, log.length]);
+  assert.deepEqual(rows[0].s, { thread: threadId, turns: 1, last: { runId: 'r1', words: want.find((e) => e.type === 'STATE_DELTA').delta[0].value.words } });
+});
+
+test('a second run: RUN_STARTED\'s input holds only the messages the thread does not hold yet', async () => {
+  const threadId = 'ck-replay';
+  const messages = [{ id: 'r1-u', role: 'user', content: 'hello' }, { id: 'r1-a', role: 'assistant', content: 'x' }, { id: 'r2-u', role: 'user', content: 'again' }];
+  const inp = input(threadId, 'r2', messages);
+  const events = await all(a.run({ threadId, agent: agentFor(inp), input: inp }));
+  assert.deepEqual(events[0].input.messages, [messages[2]]);
+  const replay = await all(b.connect({ threadId }));
+  assert.deepEqual(replay.filter((e) => e.type === 'RUN_STARTED').map((e) => e.runId), ['r1', 'r2']);
+  await verify(replay);
+});
+
+test('a runId runs once: run() again gives the logged run, and the agent is not run', async () => {
+  const threadId = 'ck-replay';
+  const agent = new FakeAgent({ threadId });
+  let ran = false;
+  agent.run = () => { ran = true; throw new Error('run again'); };
+  const events = await all(b.run({ threadId, agent, input: input(threadId, 'r1') }));
+  assert.equal(ran, false);
+  assert.equal(events[events.length - 1].type, 'RUN_FINISHED');
+  assert.equal(events[0].runId, 'r1');
+  const starts = (await logged(threadId)).filter((e) => e.name === 'hxstate.run' && e.value.status === 'started');
+  assert.equal(starts.length, 2);
+});
+
+test('connect() in the middle of a run: the history so far, then the rest as it is logged, ending with the run', async () => {
+  const threadId = 'ck-join';
+  const inp = input(threadId, 'j1');
+  const run = a.run({ threadId, agent: agentFor(inp, { tokens: 150, delayMs: 4 }), input: inp });
+  const mine = all(run);
+  // once some of the message is in the log
+  await h.waitFor(async () => (await logged(threadId)).some((e) => e.type === 'TEXT_MESSAGE_CONTENT'), 'the run\'s first tokens');
+  assert.equal(await b.isRunning({ threadId }), true);
+  const joined = await all(b.connect({ threadId }));
+  const events = await mine;
+  assert.equal(joined[joined.length - 1].type, 'RUN_FINISHED');
+  assert.ok(joined.filter((e) => e.type === 'TEXT_MESSAGE_CONTENT').length > 1, 'the rest came as it was logged');
+  assert.equal(JSON.stringify(compact(joined)), JSON.stringify(compact(events)));
+  await verify(joined);
+  assert.equal(await b.isRunning({ threadId }), false);
+});
+
+test('isRunning and stop across two runner instances; a second run of a running thread is refused', async () => {
+  const threadId = 'ck-stop';
+  const inp = input(threadId, 's1');
+  const events = all(a.run({ threadId, agent: agentFor(inp, { tokens: 100000, delayMs: 2 }), input: inp }));
+  assert.equal(await a.isRunning({ threadId }), true, 'at once, in the process that runs it');
+  assert.equal(await b.isRunning({ threadId }), true, 'in another');
+  await assert.rejects(all(b.run({ threadId, agent: new FakeAgent({ threadId }), input: input(threadId, 's2') })), { code: 'HX_COPILOTKIT_RUNNING' });
+  await assert.rejects(all(a.run({ threadId, agent: new FakeAgent({ threadId }), input: input(threadId, 's2') })), { code: 'HX_COPILOTKIT_RUNNING' });
+  await h.waitFor(async () => (await logged(threadId)).some((e) => e.type === 'TEXT_MESSAGE_CONTENT'), 'the run\'s message under way');
+  assert.equal(await b.stop({ threadId, runId: 'not-this-one' }), false);
+  assert.equal(await b.stop({ threadId }), true);
+  const got = await events;
+  assert.equal(got[got.length - 1].type, 'RUN_FINISHED', 'a stopped run finishes');
+  assert.ok(got.some((e) => e.type === 'TEXT_MESSAGE_END'), 'what it had open is closed');
+  assert.equal(await a.isRunning({ threadId }), false);
+  assert.equal(await b.isRunning({ threadId }), false);
+  assert.equal(await b.stop({ threadId }), false, 'nothing to stop');
+  const log = await logged(threadId);
+  assert.equal(log[log.length - 1].value.status, 'stopped');
+  await verify(await all(b.connect({ threadId })));
+  assert.ok(a.stats.stopped >= 1);
+  // the thread runs again
+  const next = await all(b.run({ threadId, agent: new FakeAgent({ threadId }), input: input(threadId, 's3') }));
+  assert.equal(next[next.length - 1].type, 'RUN_FINISHED');
+});
+
+test('an agent that fails, or emits what the log cannot hold: RUN_ERROR, what it left open closed, the thread free', async () => {
+  const threadId = 'ck-fail';
+  const failing = new FakeAgent({ threadId, failAt: 12 });
+  const events = await all(a.run({ threadId, agent: failing, input: input(threadId, 'f1') }));
+  const last = events[events.length - 1];
+  assert.equal(last.type, 'RUN_ERROR');
+  assert.match(last.message, /the fake agent failed/);
+  assert.equal(await a.isRunning({ threadId }), false);
+  await verify(await all(b.connect({ threadId })));
+
+  // a NUL in a token: jsonb cannot hold it
+  const bad = new FakeAgent({ threadId });
+  const real = bad.run.bind(bad);
+  bad.run = (inp) => real(inp).pipe(map((e) => (e.type === 'TEXT_MESSAGE_CONTENT' ? { ...e, delta: 'a\u0000b' } : e)));
+  const got = await all(a.run({ threadId, agent: bad, input: input(threadId, 'f2') }));
+  const end = got[got.length - 1];
+  assert.equal(end.type, 'RUN_ERROR');
+  assert.equal(end.code, 'HX_COPILOTKIT_INPUT');
+  assert.match(end.message, /NUL/);
+  const replay = await all(b.connect({ threadId }));
+  await verify(replay);
+  assert.ok(!JSON.stringify(replay).includes('\\u0000'));
+  assert.equal(await b.isRunning({ threadId }), false);
+});
+
+test('bad input: a clear error, never a crash, nothing written', async () => {
+  const before = (await db.query('SELECT count(*)::int AS n FROM hx_event')).rows[0].n;
+  const hostile = [undefined, null, 42, {}, [], '', 'a\u0000b', 'a\ud800b', 'x'.repeat(257), 'tab\there', 'line\nbreak'];
+  for (const threadId of hostile) {
+    const what = JSON.stringify(threadId) || String(threadId);
+    await assert.rejects(a.isRunning({ threadId }), { code: /^HX_COPILOTKIT_(INPUT|TOO_LARGE)$/ }, `isRunning ${what}`);
+    await assert.rejects(a.stop({ threadId }), { code: /^HX_COPILOTKIT_(INPUT|TOO_LARGE)$/ }, `stop ${what}`);
+    await assert.rejects(all(a.connect({ threadId })), { code: /^HX_COPILOTKIT_(INPUT|TOO_LARGE)$/ }, `connect ${what}`);
+    await assert.rejects(all(a.run({ threadId, agent: new FakeAgent(), input: input('t', 'r') })), { code: /^HX_COPILOTKIT_(INPUT|TOO_LARGE)$/ }, `run ${what}`);
+  }
+  await assert.rejects(a.isRunning(null), { code: 'HX_COPILOTKIT_INPUT' });
+  await assert.rejects(all(a.connect()), { code: 'HX_COPILOTKIT_INPUT' });
+  await assert.rejects(all(a.run()), { code: 'HX_COPILOTKIT_INPUT' });
+  // names that are SQL or a stream's are only names
+  for (const threadId of ["x'; DROP TABLE hx_event; --", '@copilotkit:x', '"quoted"', '../..', '🦜 thread']) {
+    assert.equal(await a.isRunning({ threadId }), false);
+    assert.deepEqual(await all(a.connect({ threadId })), []);
+  }
+  const agent = new FakeAgent({ threadId: 'ck-bad' });
+  for (const [inp, code] of [
+    [undefined, 'HX_COPILOTKIT_INPUT'],
+    [[], 'HX_COPILOTKIT_INPUT'],
+    [{ ...input('ck-bad', 'r'), runId: '' }, 'HX_COPILOTKIT_INPUT'],
+    [{ ...input('ck-bad', 'r'), runId: 7 }, 'HX_COPILOTKIT_INPUT'],
+    [{ ...input('ck-bad', 'r'), runId: 'r'.repeat(1025) }, 'HX_COPILOTKIT_TOO_LARGE'],
+    [input('another-thread', 'r'), 'HX_COPILOTKIT_INPUT'],
+    [input('ck-bad', 'r', [{ id: 'big', role: 'user', content: 'x'.repeat(5 * 1024 * 1024) }]), 'HX_COPILOTKIT_TOO_LARGE'],
+    [input('ck-bad', 'r', [{ id: 'nul', role: 'user', content: 'a\u0000' }]), 'HX_COPILOTKIT_INPUT'],
+  ]) {
+    await assert.rejects(all(a.run({ threadId: 'ck-bad', agent, input: inp })), { code }, JSON.stringify(inp && inp.runId));
+  }
+  const cyclic = input('ck-bad', 'r');
+  cyclic.forwardedProps.self = cyclic;
+  await assert.rejects(all(a.run({ threadId: 'ck-bad', agent, input: cyclic })), { code: 'HX_COPILOTKIT_INPUT' });
+  await assert.rejects(all(a.run({ threadId: 'ck-bad', agent: {}, input: input('ck-bad', 'r') })), { code: 'HX_COPILOTKIT_INPUT' });
+  await assert.rejects(a.listThreads({ limit: 0 }), { code: 'HX_COPILOTKIT_INPUT' });
+  await assert.rejects(a.listThreads({ limit: 'all' }), { code: 'HX_COPILOTKIT_INPUT' });
+  assert.throws(() => new HxAgentRunner({ pg: 5 }), TypeError);
+  assert.throws(() => new HxAgentRunner({ pg: {}, maxEventBytes: -1 }), TypeError);
+  assert.equal((await db.query('SELECT count(*)::int AS n FROM hx_event')).rows[0].n, before, 'nothing written');
+  assert.equal((await db.query("SELECT count(*)::int AS n FROM hxstate_copilotkit_threads WHERE thread_id = 'ck-bad'")).rows[0].n, 0);
+});
+
+test('an unknown thread: connect() ends at once, isRunning false, stop false', async () => {
+  assert.deepEqual(await all(a.connect({ threadId: 'ck-never' })), []);
+  assert.equal(await a.isRunning({ threadId: 'ck-never' }), false);
+  assert.equal(await a.stop({ threadId: 'ck-never' }), false);
+});
+
+test('listThreads: the threads, newest first, across instances', async () => {
+  const threads = await b.listThreads();
+  const ids = threads.map((t) => t.threadId);
+  for (const id of ['ck-replay', 'ck-join', 'ck-stop', 'ck-fail']) assert.ok(ids.includes(id), id);
+  assert.ok(threads.every((t) => t.runId === null));
+  for (let i = 1; i < threads.length; i++) assert.ok(threads[i - 1].updatedAt >= threads[i].updatedAt);
+  assert.equal((await b.listThreads({ limit: 1 })).length, 1);
+});
+
+test('behind CopilotKit\'s runtime (createCopilotRuntimeHandler): run, then connect replays the thread', async () => {
+  const { CopilotRuntime, createCopilotRuntimeHandler } = require('@copilotkit/runtime/v2');
+  const runtime = new CopilotRuntime({ agents: { default: new FakeAgent({ tokens: 5 }) }, runner: a });
+  const handler = createCopilotRuntimeHandler({ runtime, basePath: '/api/copilotkit', activateChannels: false });
+  const threadId = 'ck-runtime';
+  const post = async (path, body) => {
+    const res = await handler(new Request(`http://localhost/api/copilotkit${path}`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+    }));
+    assert.equal(res.status, 200);
+    return (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  };
+  const ran = await post('/agent/default/run', input(threadId, 'k1'));
+  assert.equal(ran[0].type, 'RUN_STARTED');
+  assert.equal(ran[ran.length - 1].type, 'RUN_FINISHED');
+  const replay = await post('/agent/default/connect', input(threadId, 'k2'));
+  assert.equal(JSON.stringify(replay), JSON.stringify(compact(ran)));
+  await firstValueFrom(from(replay).pipe(verifyEvents(false), toArray()));
+});

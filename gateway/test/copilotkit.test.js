@@ -243,3 +243,45 @@ test('behind CopilotKit\'s runtime (createCopilotRuntimeHandler): run, then conn
   assert.equal(JSON.stringify(replay), JSON.stringify(compact(ran)));
   await firstValueFrom(from(replay).pipe(verifyEvents(false), toArray()));
 });
+
+test('a thread whose process died (SIGKILL): isRunning false once the server sees it, stop() closes its run, another runId runs after closing it', async () => {
+  const { fork } = require('node:child_process');
+  const path = require('node:path');
+  const start = async (threadId, runId) => {
+    const proc = fork(path.join(__dirname, 'copilotkit', 'child.js'), [DB], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    await new Promise((resolve) => proc.once('message', resolve));
+    proc.send({ id: 1, threadId, runId, messages: [{ id: `${runId}-u`, role: 'user', content: 'hi' }], delayMs: 2, tokens: 100000 });
+    await h.waitFor(async () => (await logged(threadId)).some((e) => e.type === 'TEXT_MESSAGE_CONTENT'), 'the child\'s run under way');
+    assert.equal(await a.isRunning({ threadId }), true);
+    const exited = new Promise((resolve) => proc.once('exit', resolve));
+    proc.kill('SIGKILL');
+    await exited;
+    await h.waitFor(async () => !(await a.isRunning({ threadId })), 'the dead process\'s lock freed');
+  };
+
+  // stop() of a run whose process died: closed here, as stopped
+  await start('ck-dead-stop', 'd1');
+  assert.equal(await b.stop({ threadId: 'ck-dead-stop' }), true);
+  let replay = await all(a.connect({ threadId: 'ck-dead-stop' }));
+  await verify(replay);
+  assert.equal(replay[replay.length - 1].type, 'RUN_FINISHED');
+  let log = await logged('ck-dead-stop');
+  assert.equal(log[log.length - 1].value.status, 'stopped');
+  assert.equal(await b.stop({ threadId: 'ck-dead-stop' }), false);
+
+  // a new run on a thread whose run's process died: that run is closed
+  // (RUN_ERROR HX_COPILOTKIT_ABANDONED), then the new one runs
+  await start('ck-dead-new', 'd2');
+  const inp = input('ck-dead-new', 'd3');
+  const events = await all(b.run({ threadId: 'ck-dead-new', agent: agentFor(inp), input: inp }));
+  assert.equal(events[events.length - 1].type, 'RUN_FINISHED');
+  assert.equal(b.stats.abandoned, 1);
+  replay = await all(a.connect({ threadId: 'ck-dead-new' }));
+  await verify(replay);
+  const errors = replay.filter((e) => e.type === 'RUN_ERROR');
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].code, 'HX_COPILOTKIT_ABANDONED');
+  assert.deepEqual(replay.filter((e) => e.type === 'RUN_STARTED').map((e) => e.runId), ['d2', 'd3']);
+  log = await logged('ck-dead-new');
+  assert.deepEqual(log.filter((e) => e.name === 'hxstate.run').map((e) => `${e.value.runId}:${e.value.status}`), ['d2:started', 'd2:failed', 'd3:started', 'd3:finished']);
+});

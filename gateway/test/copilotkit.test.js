@@ -285,3 +285,27 @@ test('a thread whose process died (SIGKILL): isRunning false once the server see
   log = await logged('ck-dead-new');
   assert.deepEqual(log.filter((e) => e.name === 'hxstate.run').map((e) => `${e.value.runId}:${e.value.status}`), ['d2:started', 'd2:failed', 'd3:started', 'd3:finished']);
 });
+
+test('the owner connection lost (its backend terminated): the instance\'s runs stop, and it runs again under a new owner id', async () => {
+  const c = new HxAgentRunner({ pg: { database: DB, application_name: 'ck-owner-lost' } });
+  try {
+    const threadId = 'ck-owner-lost';
+    const inp = input(threadId, 'o1');
+    const events = all(c.run({ threadId, agent: agentFor(inp, { tokens: 100000, delayMs: 2 }), input: inp }));
+    await h.waitFor(async () => (await logged(threadId)).some((e) => e.type === 'TEXT_MESSAGE_CONTENT'), 'the run under way');
+    const before = c.id;
+    const { rows } = await db.query(`SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+      WHERE datname = $1 AND application_name = 'ck-owner-lost' AND query LIKE 'LISTEN%'`, [DB]);
+    assert.equal(rows.length, 1, 'the owner\'s connection');
+    const got = await events;
+    assert.equal(got[got.length - 1].type, 'RUN_FINISHED', 'stopped');
+    assert.equal(await b.isRunning({ threadId }), false);
+    await h.waitFor(() => c.id !== before, 'a new owner');
+    const inp2 = input(threadId, 'o2');
+    const again = await all(c.run({ threadId, agent: agentFor(inp2), input: inp2 }));
+    assert.equal(again[again.length - 1].type, 'RUN_FINISHED');
+    await verify(await all(b.connect({ threadId })));
+  } finally {
+    await c.close();
+  }
+});

@@ -6,9 +6,10 @@
 // owners to look at their threads' stop_requested.  A notification's
 // payload is not trusted: it only says "look" (asked()).
 //
-// lost(err) is called once, when the connection fails or ends: the lock
-// is gone, and another process may take the instance's runs over (their
-// next batches are fenced off, threads.js).
+// lost(err) is called once, when the connection cannot be made, fails or
+// ends: the lock is gone, and another process may take the instance's runs
+// over (their next batches are fenced off, threads.js).  An Owner is not
+// reopened: the runner makes a new one (a new id).
 const crypto = require('node:crypto');
 const pg = require('pg');
 const { LOCK_CLASS, STOP_CHANNEL } = require('./threads');
@@ -22,7 +23,7 @@ class Owner {
     this._client = null;
     this._lost = false;
     this.ready = this._start();
-    this.ready.catch(() => {});
+    this.ready.catch((err) => this._gone(err));
   }
 
   async _start() {

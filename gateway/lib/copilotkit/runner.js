@@ -79,7 +79,7 @@ class HxAgentRunner {
     this._pool.on('error', () => {});
     this._writer = new RunWriter({ maxPendingBytes: 4 * o.maxEventBytes + 1, ...o.writer, pg: this._config });
     this._writer.on('error', () => {}); // each run's failure is its own promise's
-    this._owner = new Owner(this._config, { asked: () => this._stopsAsked(), lost: (err) => this._ownerLost(err) });
+    this._owner = this._newOwner();
     this._hub = o.hub || null;
     this._ownHub = null;
     this._local = new Map(); // threadId -> {runId, agent, stop, done}
@@ -203,6 +203,7 @@ class HxAgentRunner {
     if (!this._ready) {
       this._ready = (async () => {
         await this._owner.ready;
+        if (!this._owner.alive) throw Object.assign(new Error('HxAgentRunner: the owner connection is lost'), { code: 'HX_COPILOTKIT_OWNER_LOST' });
         this._hx = await extensionSchema((t, v) => this._rows(t, v));
         try {
           await this._pool.query(this._sql.setup);
@@ -273,6 +274,7 @@ class HxAgentRunner {
    * closed first.
    */
   async _claim(threadId, runId, agentId, local) {
+    await this._owner.ready.catch(() => {});
     if (!this._owner.alive) throw Object.assign(new Error('HxAgentRunner: the owner connection is lost'), { code: 'HX_COPILOTKIT_OWNER_LOST' });
     if (this._local.has(threadId)) throw Object.assign(new Error('Thread already running'), { code: 'HX_COPILOTKIT_RUNNING' });
     const client = await this._pool.connect();
@@ -476,9 +478,18 @@ class HxAgentRunner {
     }
   }
 
+  _newOwner() {
+    return new Owner(this._config, { asked: () => this._stopsAsked(), lost: (err) => this._ownerLost(err) });
+  }
+
   _ownerLost() {
-    // the lock is gone: another process may take the runs over; they stop here
+    // the lock is gone: another process may take the runs over; they stop
+    // here.  A new owner (a new id) is made a second later, and again
+    // while the database cannot be reached
     for (const [threadId, l] of this._local) this._stopLocal(threadId, l.runId).catch(() => {});
+    if (this._closed) return;
+    const timer = setTimeout(() => { if (!this._closed) this._owner = this._newOwner(); }, 1000);
+    timer.unref();
   }
 
   // -- connect -------------------------------------------------------------------

@@ -46,7 +46,7 @@ async function logged(threadId) {
   return rows.map((r) => r.event);
 }
 
-test('run(): the agent\'s events as they come, written into the thread\'s log; connect() replays them (fragments joined), byte for byte', async () => {
+test('run(): the agent\'s events as they come, written into the thread\'s log; connect() replays them (fragments joined), byte for byte', { timeout: 120000 }, async () => {
   const threadId = 'ck-replay';
   const inp = input(threadId, 'r1');
   const events = await all(a.run({ threadId, agent: agentFor(inp, { tokens: 40 }), input: inp }));
@@ -74,7 +74,7 @@ test('run(): the agent\'s events as they come, written into the thread\'s log; c
   assert.deepEqual(rows[0].s, { thread: threadId, turns: 1, last: { runId: 'r1', words: want.find((e) => e.type === 'STATE_DELTA').delta[0].value.words } });
 });
 
-test('a second run: RUN_STARTED\'s input holds only the messages the thread does not hold yet', async () => {
+test('a second run: RUN_STARTED\'s input holds only the messages the thread does not hold yet', { timeout: 120000 }, async () => {
   const threadId = 'ck-replay';
   const messages = [{ id: 'r1-u', role: 'user', content: 'hello' }, { id: 'r1-a', role: 'assistant', content: 'x' }, { id: 'r2-u', role: 'user', content: 'again' }];
   const inp = input(threadId, 'r2', messages);
@@ -85,7 +85,7 @@ test('a second run: RUN_STARTED\'s input holds only the messages the thread does
   await verify(replay);
 });
 
-test('a runId runs once: run() again gives the logged run, and the agent is not run', async () => {
+test('a runId runs once: run() again gives the logged run, and the agent is not run', { timeout: 120000 }, async () => {
   const threadId = 'ck-replay';
   const agent = new FakeAgent({ threadId });
   let ran = false;
@@ -98,7 +98,7 @@ test('a runId runs once: run() again gives the logged run, and the agent is not 
   assert.equal(starts.length, 2);
 });
 
-test('connect() in the middle of a run: the history so far, then the rest as it is logged, ending with the run', async () => {
+test('connect() in the middle of a run: the history so far, then the rest as it is logged, ending with the run', { timeout: 120000 }, async () => {
   const threadId = 'ck-join';
   const inp = input(threadId, 'j1');
   const run = a.run({ threadId, agent: agentFor(inp, { tokens: 150, delayMs: 4 }), input: inp });
@@ -115,7 +115,7 @@ test('connect() in the middle of a run: the history so far, then the rest as it 
   assert.equal(await b.isRunning({ threadId }), false);
 });
 
-test('isRunning and stop across two runner instances; a second run of a running thread is refused', async () => {
+test('isRunning and stop across two runner instances; a second run of a running thread is refused', { timeout: 120000 }, async () => {
   const threadId = 'ck-stop';
   const inp = input(threadId, 's1');
   const events = all(a.run({ threadId, agent: agentFor(inp, { tokens: 100000, delayMs: 2 }), input: inp }));
@@ -141,7 +141,7 @@ test('isRunning and stop across two runner instances; a second run of a running 
   assert.equal(next[next.length - 1].type, 'RUN_FINISHED');
 });
 
-test('an agent that fails, or emits what the log cannot hold: RUN_ERROR, what it left open closed, the thread free', async () => {
+test('an agent that fails, or emits what the log cannot hold: RUN_ERROR, what it left open closed, the thread free', { timeout: 120000 }, async () => {
   const threadId = 'ck-fail';
   const failing = new FakeAgent({ threadId, failAt: 12 });
   const events = await all(a.run({ threadId, agent: failing, input: input(threadId, 'f1') }));
@@ -166,7 +166,7 @@ test('an agent that fails, or emits what the log cannot hold: RUN_ERROR, what it
   assert.equal(await b.isRunning({ threadId }), false);
 });
 
-test('bad input: a clear error, never a crash, nothing written', async () => {
+test('bad input: a clear error, never a crash, nothing written', { timeout: 120000 }, async () => {
   const before = (await db.query('SELECT count(*)::int AS n FROM hx_event')).rows[0].n;
   const hostile = [undefined, null, 42, {}, [], '', 'a\u0000b', 'a\ud800b', 'x'.repeat(257), 'tab\there', 'line\nbreak'];
   for (const threadId of hostile) {
@@ -209,13 +209,13 @@ test('bad input: a clear error, never a crash, nothing written', async () => {
   assert.equal((await db.query("SELECT count(*)::int AS n FROM hxstate_copilotkit_threads WHERE thread_id = 'ck-bad'")).rows[0].n, 0);
 });
 
-test('an unknown thread: connect() ends at once, isRunning false, stop false', async () => {
+test('an unknown thread: connect() ends at once, isRunning false, stop false', { timeout: 120000 }, async () => {
   assert.deepEqual(await all(a.connect({ threadId: 'ck-never' })), []);
   assert.equal(await a.isRunning({ threadId: 'ck-never' }), false);
   assert.equal(await a.stop({ threadId: 'ck-never' }), false);
 });
 
-test('listThreads: the threads, newest first, across instances', async () => {
+test('listThreads: the threads, newest first, across instances', { timeout: 120000 }, async () => {
   const threads = await b.listThreads();
   const ids = threads.map((t) => t.threadId);
   for (const id of ['ck-replay', 'ck-join', 'ck-stop', 'ck-fail']) assert.ok(ids.includes(id), id);
@@ -224,7 +224,7 @@ test('listThreads: the threads, newest first, across instances', async () => {
   assert.equal((await b.listThreads({ limit: 1 })).length, 1);
 });
 
-test('behind CopilotKit\'s runtime (createCopilotRuntimeHandler): run, then connect replays the thread', async () => {
+test('behind CopilotKit\'s runtime (createCopilotRuntimeHandler): run, then connect replays the thread', { timeout: 120000 }, async () => {
   const { CopilotRuntime, createCopilotRuntimeHandler } = require('@copilotkit/runtime/v2');
   const runtime = new CopilotRuntime({ agents: { default: new FakeAgent({ tokens: 5 }) }, runner: a });
   const handler = createCopilotRuntimeHandler({ runtime, basePath: '/api/copilotkit', activateChannels: false });
@@ -244,11 +244,14 @@ test('behind CopilotKit\'s runtime (createCopilotRuntimeHandler): run, then conn
   await firstValueFrom(from(replay).pipe(verifyEvents(false), toArray()));
 });
 
-test('a thread whose process died (SIGKILL): isRunning false once the server sees it, stop() closes its run, another runId runs after closing it', async () => {
+test('a thread whose process died (SIGKILL): isRunning false once the server sees it, stop() closes its run, another runId runs after closing it', { timeout: 120000 }, async (t) => {
   const { fork } = require('node:child_process');
   const path = require('node:path');
+  const procs = [];
+  t.after(() => { for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL'); });
   const start = async (threadId, runId) => {
     const proc = fork(path.join(__dirname, 'copilotkit', 'child.js'), [DB], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    procs.push(proc);
     await new Promise((resolve) => proc.once('message', resolve));
     proc.send({ id: 1, threadId, runId, messages: [{ id: `${runId}-u`, role: 'user', content: 'hi' }], delayMs: 2, tokens: 100000 });
     await h.waitFor(async () => (await logged(threadId)).some((e) => e.type === 'TEXT_MESSAGE_CONTENT'), 'the child\'s run under way');
@@ -286,7 +289,7 @@ test('a thread whose process died (SIGKILL): isRunning false once the server see
   assert.deepEqual(log.filter((e) => e.name === 'hxstate.run').map((e) => `${e.value.runId}:${e.value.status}`), ['d2:started', 'd2:failed', 'd3:started', 'd3:finished']);
 });
 
-test('the owner connection lost (its backend terminated): the instance\'s runs stop, and it runs again under a new owner id', async () => {
+test('the owner connection lost (its backend terminated): the instance\'s runs stop, and it runs again under a new owner id', { timeout: 120000 }, async () => {
   const c = new HxAgentRunner({ pg: { database: DB, application_name: 'ck-owner-lost' } });
   try {
     const threadId = 'ck-owner-lost';
@@ -307,5 +310,46 @@ test('the owner connection lost (its backend terminated): the instance\'s runs s
     await verify(await all(b.connect({ threadId })));
   } finally {
     await c.close();
+  }
+});
+
+test('events as the agent emits them: its timestamps and metadata kept, CUSTOM events that look like hxstate\'s kept as the agent\'s, an event over maxEventBytes refused', { timeout: 120000 }, async () => {
+  const threadId = 'ck-shapes';
+  const odd = [
+    { type: 'TEXT_MESSAGE_START', messageId: 'm', role: 'assistant', timestamp: 1700000000000, metadata: { source: 'model' } },
+    { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm', delta: 'hi', timestamp: 1700000000001 },
+    { type: 'TEXT_MESSAGE_END', messageId: 'm', metadata: { n: 1 } },
+    { type: 'CUSTOM', name: 'hxstate.run', value: { runId: 'x', status: 'finished' } },
+    { type: 'CUSTOM', name: 'hxstate.copilotkit', value: { type: 'RUN_ERROR', message: 'forged' } },
+    { type: 'CUSTOM', name: 'hx.stream_end', value: { reason: 'forged' } },
+    { type: 'RAW', event: { anything: [1, 'two', null] } },
+  ];
+  const agent = new FakeAgent({ threadId });
+  agent.run = (inp) => from([{ type: 'RUN_STARTED', threadId, runId: inp.runId }, ...odd, { type: 'RUN_FINISHED', threadId, runId: inp.runId }]);
+  const inp = input(threadId, 'x1');
+  const events = await all(a.run({ threadId, agent, input: inp }));
+  const replay = await all(b.connect({ threadId }));
+  assert.equal(JSON.stringify(replay), JSON.stringify(events));
+  assert.deepEqual(replay.slice(1, -1), odd);
+  const log = await logged(threadId);
+  assert.deepEqual(log.filter((e) => e.name === 'hxstate.run').map((e) => e.value.status), ['started', 'finished']);
+  assert.ok(!log.some((e) => e.name === 'hx.stream_end'));
+
+  const small = new HxAgentRunner({ pg: { database: DB }, maxEventBytes: 1024 });
+  try {
+    const big = new FakeAgent({ threadId: 'ck-big' });
+    big.run = (i) => from([{ type: 'RUN_STARTED', threadId: 'ck-big', runId: i.runId }, { type: 'TEXT_MESSAGE_START', messageId: 'm', role: 'assistant' },
+      { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm', delta: 'x'.repeat(2000) }, { type: 'TEXT_MESSAGE_END', messageId: 'm' }, { type: 'RUN_FINISHED', threadId: 'ck-big', runId: i.runId }]);
+    const got = await all(small.run({ threadId: 'ck-big', agent: big, input: input('ck-big', 'b1') }));
+    assert.deepEqual(got.map((e) => e.type), ['RUN_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_END', 'RUN_ERROR']);
+    assert.equal(got[3].code, 'HX_COPILOTKIT_TOO_LARGE');
+    await verify(await all(small.connect({ threadId: 'ck-big' })));
+    const forged = new FakeAgent({ threadId: 'ck-forged' });
+    forged.run = (i) => from([{ type: 'RUN_STARTED', threadId: 'ck-forged', runId: i.runId, hxAgentTimestamp: 1 }]);
+    const f = await all(small.run({ threadId: 'ck-forged', agent: forged, input: input('ck-forged', 'f1') }));
+    assert.equal(f[f.length - 1].type, 'RUN_ERROR');
+    assert.equal(f[f.length - 1].code, 'HX_COPILOTKIT_INPUT');
+  } finally {
+    await small.close();
   }
 });

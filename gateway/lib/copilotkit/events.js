@@ -8,8 +8,9 @@
 // run's.  It stamps each with metadata {stream, seq} and its own
 // timestamp.  Every other event (RUN_STARTED, RUN_FINISHED, RUN_ERROR,
 // ACTIVITY_*, RAW, ...) is kept whole inside a CUSTOM event named
-// WRAPPED, whose value is the event.  An agent's own timestamp is kept in
-// the member AGENT_TS (the log's would replace it).
+// WRAPPED, whose value is the event.  An agent's own timestamp and
+// metadata are kept in the members AGENT_TS and AGENT_META (the log's
+// would replace them); an event that has those members is refused.
 //
 // decode() gives back the event as the agent emitted it: the log's
 // metadata and timestamp removed, a wrapped event unwrapped.  The run
@@ -20,6 +21,7 @@ const { RUN_MARKER } = require('hxstate-client').constructs;
 
 const WRAPPED = 'hxstate.copilotkit';
 const AGENT_TS = 'hxAgentTimestamp';
+const AGENT_META = 'hxAgentMetadata';
 const STREAM_END = 'hx.stream_end';
 
 // the types the log takes as they are (src/send.c's rules)
@@ -64,11 +66,15 @@ function encode(event, maxBytes) {
     throw new CopilotKitInputError('an event is an object with a string type');
   }
   const copy = JSON.parse(jsonText(event, `event ${String(event.type).slice(0, 64)}`, maxBytes));
-  const native = NATIVE.has(copy.type) && !(AGENT_TS in copy) && !('metadata' in copy);
-  if (!native) return { type: 'CUSTOM', name: WRAPPED, value: copy };
+  if (AGENT_TS in copy || AGENT_META in copy) throw new CopilotKitInputError(`the members ${AGENT_TS} and ${AGENT_META} of an event are the runner's`);
+  if (!NATIVE.has(copy.type)) return { type: 'CUSTOM', name: WRAPPED, value: copy };
   if ('timestamp' in copy) {
     copy[AGENT_TS] = copy.timestamp;
     delete copy.timestamp;
+  }
+  if ('metadata' in copy) {
+    copy[AGENT_META] = copy.metadata;
+    delete copy.metadata;
   }
   return copy;
 }
@@ -100,6 +106,10 @@ function decode(logged) {
   if (AGENT_TS in e) {
     e.timestamp = e[AGENT_TS];
     delete e[AGENT_TS];
+  }
+  if (AGENT_META in e) {
+    e.metadata = e[AGENT_META];
+    delete e[AGENT_META];
   }
   return e;
 }

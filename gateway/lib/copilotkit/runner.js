@@ -77,7 +77,7 @@ class HxAgentRunner {
     this._sql = statements(o.schema);
     this._pool = new pg.Pool({ max: 4, application_name: 'hxstate-copilotkit', ...this._config });
     this._pool.on('error', () => {});
-    this._writer = new RunWriter({ maxPendingBytes: 4 * o.maxEventBytes + 1, ...o.writer, pg: this._config });
+    this._writer = new RunWriter({ maxPendingBytes: Math.max(4 * o.maxEventBytes, 4 * 1024 * 1024), ...o.writer, pg: this._config });
     this._writer.on('error', () => {}); // each run's failure is its own promise's
     this._owner = this._newOwner();
     this._hub = o.hub || null;
@@ -243,7 +243,7 @@ class HxAgentRunner {
     jsonText(input, 'input', this.options.maxInputBytes);
     const agentId = typeof agent.agentId === 'string' ? agent.agentId.slice(0, 1024) : null;
     const stream = STREAM_PREFIX + threadId;
-    const local = { runId, agent, stop: false, done: null, stopped: null, stopNow: null };
+    const local = { runId, agent, owner: null, stop: false, done: null, stopped: null, stopNow: null };
     let resolveDone;
     local.done = new Promise((r) => { resolveDone = r; });
     local.stopped = new Promise((r) => { local.stopNow = r; });
@@ -263,7 +263,7 @@ class HxAgentRunner {
       await this._drive(threadId, stream, runId, agent, input, claim, local, subject);
     } finally {
       this._local.delete(threadId);
-      await this._pool.query(this._sql.release, [threadId, runId, this.id]).catch(() => {});
+      await this._pool.query(this._sql.release, [threadId, runId, local.owner]).catch(() => {});
       resolveDone();
     }
   }
@@ -287,7 +287,8 @@ class HxAgentRunner {
         throw Object.assign(new Error('Thread already running'), { code: 'HX_COPILOTKIT_RUNNING' });
       }
       if (row.run_id !== null) dead = row.run_id;
-      await client.query(this._sql.take, [threadId, runId, this.id, agentId]);
+      local.owner = this.id;
+      await client.query(this._sql.take, [threadId, runId, local.owner, agentId]);
       await client.query('COMMIT');
       this._local.set(threadId, local);
     } catch (err) {
@@ -297,10 +298,6 @@ class HxAgentRunner {
       client.release();
     }
     this.stats.runs++;
-    if (dead !== null && dead !== runId) {
-      this.stats.abandoned++;
-      await this._closeDead(threadId, dead, { stopped: false });
-    }
     return { dead };
   }
 
@@ -322,6 +319,7 @@ class HxAgentRunner {
 
   /** Claim the thread whose run's process died, and close that run (stop() of a dead run). */
   async _takeOver(threadId, { stopped }) {
+    const me = this.id;
     const client = await this._pool.connect();
     let dead = null;
     try {
@@ -329,7 +327,7 @@ class HxAgentRunner {
       const row = (await client.query(this._sql.lock, [threadId])).rows[0];
       if (row && row.run_id !== null && !row.alive) {
         dead = row.run_id;
-        await client.query(this._sql.take, [threadId, dead, this.id, null]);
+        await client.query(this._sql.take, [threadId, dead, me, null]);
       }
       await client.query('COMMIT');
     } catch (err) {
@@ -342,12 +340,17 @@ class HxAgentRunner {
     try {
       await this._closeDead(threadId, dead, { stopped });
     } finally {
-      await this._pool.query(this._sql.release, [threadId, dead, this.id]).catch(() => {});
+      await this._pool.query(this._sql.release, [threadId, dead, me]).catch(() => {});
     }
   }
 
   async _drive(threadId, stream, runId, agent, input, claim, local, subject) {
     const q = (t, v) => this._rows(t, v);
+    if (claim.dead !== null && claim.dead !== runId) {
+      // another run, whose process died: closed first
+      this.stats.abandoned++;
+      await this._closeDead(threadId, claim.dead, { stopped: false });
+    }
     let prefix = [];
     let options = { runId, messages: null };
     let before = await head(q, this._hx, stream) + 1;
@@ -369,7 +372,7 @@ class HxAgentRunner {
     }
     const seen = await messageIds(q, this._hx, stream, before);
     const fence = async (client) => {
-      const { rowCount } = await client.query(this._sql.fence, [threadId, runId, this.id]);
+      const { rowCount } = await client.query(this._sql.fence, [threadId, runId, local.owner]);
       if (rowCount === 0) {
         throw Object.assign(new Error(`HxAgentRunner: run ${runId} of thread ${threadId} is no longer this process's`), { code: 'HX_COPILOTKIT_FENCED' });
       }

@@ -198,4 +198,4 @@ class PrefixMatch {
   get pending() { return this._k < this._p.length; }
 }
 
-module.exports = { encode, decode, jsonbOrder, compact, PrefixMatch, jsonText, CopilotKitInputError, WRAPPED, NATIVE, FRAGMENTS };
+module.exports = { encode, decode, jsonbOrder, joins, compact, PrefixMatch, jsonText, CopilotKitInputError, WRAPPED, NATIVE, FRAGMENTS };

@@ -29,7 +29,7 @@ const { isDeepStrictEqual } = require('node:util');
 const pg = require('pg');
 const { HxHub, RunWriter, RunFollower } = require('hxstate-client');
 const { closers, RUN_MARKER } = require('hxstate-client').constructs;
-const { encode, decode, jsonbOrder, compact, PrefixMatch, jsonText, CopilotKitInputError } = require('./events');
+const { encode, decode, jsonbOrder, joins, PrefixMatch, jsonText, CopilotKitInputError } = require('./events');
 const { statements, STREAM_PREFIX, STOP_CHANNEL } = require('./threads');
 const { Owner } = require('./owner');
 const { extensionSchema, head, runInLog, messageIds } = require('./log');
@@ -507,10 +507,17 @@ class HxAgentRunner {
     // the history (up to the head now) goes out compacted (events.js), the
     // run under way's events as they are logged
     const history = await head((t, v) => this._rows(t, v), this._hx, stream);
-    let held = [];
+    let held = null; // the history's last event, which the next may join
+    const hold = (e) => {
+      if (held !== null && joins(held, e)) held = { ...held, delta: held.delta + e.delta };
+      else {
+        if (held !== null) subscriber.next(held);
+        held = e;
+      }
+    };
     const flush = () => {
-      for (const e of compact(held)) subscriber.next(e);
-      held = [];
+      if (held !== null) subscriber.next(held);
+      held = null;
     };
     let target = null;           // the seq it ends at, once known
     let seq = 0;
@@ -546,7 +553,7 @@ class HxAgentRunner {
       }
       const d = decode(event);
       if (d !== null) {
-        if (seq <= history) held.push(d);
+        if (seq <= history) hold(d);
         else {
           flush();
           subscriber.next(d);

@@ -93,6 +93,11 @@ class HxAgentRunner {
     this.stats = { runs: 0, resumed: 0, replayed: 0, abandoned: 0, diverged: 0, stopped: 0 };
   }
 
+  /** The statement that creates the runner's table in schema (what the first use runs, for a role that may). */
+  static setupSql({ schema = DEFAULTS.schema } = {}) {
+    return `${statements(schema).setup};\n`;
+  }
+
   /** The id of this runner instance (the owner of its runs). */
   get id() { return this._owner.id; }
 
@@ -205,11 +210,17 @@ class HxAgentRunner {
         await this._owner.ready;
         if (!this._owner.alive) throw Object.assign(new Error('HxAgentRunner: the owner connection is lost'), { code: 'HX_COPILOTKIT_OWNER_LOST' });
         this._hx = await extensionSchema((t, v) => this._rows(t, v));
-        try {
-          await this._pool.query(this._sql.setup);
-        } catch (err) {
-          // two processes creating it at once: one of them wins
-          if (err.code !== '23505' && err.code !== '42P07') throw err;
+        const exists = (await this._pool.query('SELECT pg_catalog.to_regclass($1) IS NOT NULL AS ok', [this._sql.table])).rows[0].ok;
+        if (!exists) {
+          try {
+            await this._pool.query(this._sql.setup);
+          } catch (err) {
+            // two processes creating it at once: one of them wins
+            if (err.code !== '23505' && err.code !== '42P07') {
+              err.message = `HxAgentRunner: cannot create ${this._sql.table} (${err.message}); create it beforehand with HxAgentRunner.setupSql()`;
+              throw err;
+            }
+          }
         }
       })();
       this._ready.catch(() => { this._ready = null; });

@@ -353,3 +353,42 @@ test('events as the agent emits them: its timestamps and metadata kept, CUSTOM e
     await small.close();
   }
 });
+
+test('as roles that are no superuser: with its grants a role runs and replays; without them, PostgreSQL\'s 42501, the thread left free', { timeout: 120000 }, async () => {
+  await db.query(`DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hx_ck_app') THEN CREATE ROLE hx_ck_app LOGIN; END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hx_ck_nobody') THEN CREATE ROLE hx_ck_nobody LOGIN; END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hx_ck_noinsert') THEN CREATE ROLE hx_ck_noinsert LOGIN; END IF;
+  END $$`);
+  await db.query(HxAgentRunner.setupSql()); // as the owner, beforehand (the roles cannot CREATE in public)
+  await db.query('GRANT SELECT, INSERT, UPDATE ON hxstate_copilotkit_threads TO hx_ck_app, hx_ck_noinsert');
+  await db.query('GRANT SELECT, INSERT ON hx_event TO hx_ck_app');
+  await db.query('GRANT SELECT ON hx_event TO hx_ck_noinsert');
+  const as = (user) => new HxAgentRunner({ pg: { database: DB, user } });
+  const app = as('hx_ck_app');
+  const nobody = as('hx_ck_nobody');
+  const noinsert = as('hx_ck_noinsert');
+  try {
+    const inp = input('ck-role', 'w1');
+    const events = await all(app.run({ threadId: 'ck-role', agent: agentFor(inp), input: inp }));
+    assert.equal(events[events.length - 1].type, 'RUN_FINISHED');
+    assert.equal(JSON.stringify(await all(app.connect({ threadId: 'ck-role' }))), JSON.stringify(compact(events)));
+    assert.equal(await app.isRunning({ threadId: 'ck-role' }), false);
+
+    await assert.rejects(nobody.isRunning({ threadId: 'ck-role' }), { code: '42501' });
+    await assert.rejects(all(nobody.connect({ threadId: 'ck-role' })), { code: '42501' });
+    await assert.rejects(all(nobody.run({ threadId: 'ck-role', agent: agentFor(inp), input: input('ck-role', 'w2') })), { code: '42501' });
+
+    const inp3 = input('ck-role-2', 'w3');
+    const refused = await all(noinsert.run({ threadId: 'ck-role-2', agent: agentFor(inp3), input: inp3 }));
+    assert.equal(refused[refused.length - 1].type, 'RUN_ERROR');
+    assert.equal(refused[refused.length - 1].code, '42501');
+    assert.equal(await app.isRunning({ threadId: 'ck-role-2' }), false);
+    assert.deepEqual(await logged('ck-role-2'), []);
+  } finally {
+    await app.close();
+    await nobody.close();
+    await noinsert.close();
+    await db.query('REVOKE ALL ON hxstate_copilotkit_threads, hx_event FROM hx_ck_app, hx_ck_nobody, hx_ck_noinsert');
+  }
+});

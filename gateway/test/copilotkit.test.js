@@ -344,8 +344,14 @@ test('events as the agent emits them: its timestamps and metadata kept, CUSTOM e
     assert.deepEqual(got.map((e) => e.type), ['RUN_STARTED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_END', 'RUN_ERROR']);
     assert.equal(got[3].code, 'HX_COPILOTKIT_TOO_LARGE');
     await verify(await all(small.connect({ threadId: 'ck-big' })));
-    const forged = new FakeAgent({ threadId: 'ck-forged' });
-    forged.run = (i) => from([{ type: 'RUN_STARTED', threadId: 'ck-forged', runId: i.runId, hxAgentTimestamp: 1 }]);
+    // (an @ag-ui/client agent strips members it does not know; a bare one
+    // hands the runner what it likes)
+    const forged = {
+      async runAgent(i, { onEvent }) {
+        onEvent({ event: { type: 'RUN_STARTED', threadId: 'ck-forged', runId: i.runId, hxAgentTimestamp: 1 } });
+        onEvent({ event: { type: 'RUN_FINISHED', threadId: 'ck-forged', runId: i.runId } });
+      },
+    };
     const f = await all(small.run({ threadId: 'ck-forged', agent: forged, input: input('ck-forged', 'f1') }));
     assert.equal(f[f.length - 1].type, 'RUN_ERROR');
     assert.equal(f[f.length - 1].code, 'HX_COPILOTKIT_INPUT');

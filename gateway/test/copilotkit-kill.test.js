@@ -89,6 +89,7 @@ class Proc {
 
   start() {
     this.proc = fork(path.join(__dirname, 'copilotkit', 'child.js'), [KILL], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.proc.on('error', () => {}); // a send to a process that died: its pending runs go elsewhere (exit)
     this.alive = true;
     this.ready = new Promise((resolve) => {
       this.proc.on('message', (m) => {
@@ -112,7 +113,10 @@ class Proc {
     return new Promise((resolve) => {
       if (!this.alive) return resolve({ id: msg.id, ok: false, died: true });
       this.pending.set(msg.id, { resolve, msg });
-      this.proc.send(msg);
+      // a process that died before its exit was seen here: its channel is closed
+      this.proc.send(msg, (err) => {
+        if (err && this.pending.delete(msg.id)) resolve({ id: msg.id, ok: false, died: true });
+      });
     });
   }
 
@@ -126,7 +130,7 @@ class Proc {
   async stop() {
     if (!this.alive) return;
     const exited = new Promise((resolve) => this.proc.once('exit', resolve));
-    this.proc.send('stop');
+    this.proc.send('stop', (err) => { if (err) this.proc.kill('SIGKILL'); });
     await exited;
   }
 }

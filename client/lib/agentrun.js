@@ -136,7 +136,7 @@ class Reasoning extends Handle {
 class Run extends EventEmitter {
   /**
    * target {table, key} or {stream: '@name'}; options {runId, messages,
-   * inTransaction, marker}; limits: the writer's options; host: {changed(),
+   * inTransaction, marker, resumeAt: {seq, open}}; limits: the writer's options; host: {changed(),
    * ended(run), failed(run, err)}.
    */
   constructor(target, options, limits, host) {
@@ -170,7 +170,18 @@ class Run extends EventEmitter {
     this.closed = false;
     this._ended = false;
     this.lockKey = this.target.table !== undefined ? `r\u0000${this.target.table}\u0000${this.target.key}` : `l\u0000${this.target.stream}`;
-    if (options.marker !== false) this.push({ type: 'CUSTOM', name: RUN_MARKER, value: { runId: this.id, status: 'started' } });
+    if (options.resumeAt !== undefined) {
+      // a run that goes on from what its stream holds (its process died):
+      // no start marker (one is in the log), what the log has open is open
+      const { seq, open } = options.resumeAt || {};
+      if (!Number.isSafeInteger(seq) || seq < 0) throw typeError('options.resumeAt.seq is the seq of the stream\'s last event (an integer >= 0)');
+      if (!open || !Array.isArray(open.open) || typeof open.bytes !== 'number') throw typeError('options.resumeAt.open is a constructs state (openAt(...).state)');
+      if (options.runId === undefined) throw typeError('options.resumeAt goes with the runId of the run it resumes');
+      this._open = open;
+      this.lastSeq = seq;
+    } else if (options.marker !== false) {
+      this.push({ type: 'CUSTOM', name: RUN_MARKER, value: { runId: this.id, status: 'started' } });
+    }
   }
 
   // -- what a run makes --------------------------------------------------------

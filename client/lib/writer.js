@@ -105,7 +105,10 @@ class RunWriter extends EventEmitter {
    * messages (the state's messages path for a row: '/messages' by
    * default; null: the writer writes no message into the state),
    * inTransaction(client, info) (statements of the run's own, in each of
-   * its transactions), marker (false: no run markers)}.
+   * its transactions), marker (false: no start marker), resumeAt
+   * ({seq, open}: a run whose start marker and first events its stream
+   * holds already, written by a process that died: it goes on after seq,
+   * with open (openAt(...).state) open, and writes no start marker)}.
    */
   open(target, options = {}) {
     if (this._closed) throw new Error('RunWriter: closed');

@@ -52,6 +52,10 @@ function chatServer({ gateway: gatewayOptions, writer, agent }) {
     if (!said || said.role !== 'user') throw refused('the last message is the user\'s');
     if (typeof said.content !== 'string' || said.content.trim() === '') throw refused('the message is text');
     if (said.content.length > MAX_MESSAGE) throw refused(`a message is at most ${MAX_MESSAGE} characters`);
+    // what a jsonb cannot hold, refused before anything is written
+    if (/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(said.content)) {
+      throw refused('the message holds a NUL character or a lone surrogate');
+    }
     const stop = new AbortController();
     const onAbort = () => { if (signal.reason !== 'client_closed') stop.abort(signal.reason); };
     signal.addEventListener('abort', onAbort);

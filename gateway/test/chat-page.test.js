@@ -9,7 +9,9 @@
 // reloaded in the middle of the answer and again in the middle of the tool
 // call's arguments: each time it shows the conversation and the message in
 // progress at once, exactly (nothing twice, nothing lost), and goes on
-// with the next token.  At the end the page's transcript (ids, roles,
+// with the next token; and so it does when its connection drops in the
+// middle of the second message (the EventSource's own reconnect, with
+// Last-Event-ID).  At the end the page's transcript (ids, roles,
 // text, tool calls) is the row's conversation, exactly; nothing was
 // fetched from elsewhere and nothing blocked by the page's policy.  A
 // token that may only read gets the gateway's 403 on the page.
@@ -234,10 +236,18 @@ test('the chat page streams an answer token by token, renders its tool call, sur
 
     // the tool's result and the second message, then the end
     let answer = '';
-    for (const w of ANSWER) {
+    for (const [i, w] of ANSWER.entries()) {
       await stepped.next();
       answer += w;
       await sees('a-2', answer, 'the second message');
+      if (i === 2) {
+        // the connection drops (its socket destroyed, as a network would): the
+        // page's EventSource comes back with Last-Event-ID, the message reopened
+        const streams = server.gateway.responses.filter((c) => c.kind === 'stream');
+        assert.equal(streams.length, 1, 'the page follows one stream');
+        for (const c of streams) c.res.socket.destroy();
+        await t.waitFor(() => server.gateway.responses.some((c) => c.kind === 'stream' && !streams.includes(c)), 'the page\'s reconnect');
+      }
     }
     assert.equal(await page.getAttribute('.tool-call[data-id="call-1"]', 'data-streaming'), 'false', 'the tool call ended');
     await stepped.next();
@@ -275,6 +285,88 @@ test('the chat page streams an answer token by token, renders its tool call, sur
   } finally {
     if (context) await context.close();
     fs.rmSync(dir, { recursive: true, force: true });
+    await server.gateway.close();
+    await new Promise((resolve) => {
+      server.close(resolve);
+      server.closeAllConnections();
+    });
+    await writer.close();
+  }
+});
+
+// The abuse probe of examples/chat.js: what its run hook takes from a
+// client is untrusted (the gateway has checked the body's size, depth and
+// schema; the hook checks the message), and a message it refuses writes
+// nothing: RUN_ERROR with its reason, the agent not called, the log as it was.
+test('the chat server refuses hostile messages with RUN_ERROR and writes nothing; the page is served under its policy only', async () => {
+  const PROBE = 's-probe';
+  await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ($1, 'u-1', $2)`,
+    [PROBE, JSON.stringify({ messages: [{ id: 'u0', role: 'user', content: 'Hello' }] })]);
+  const calls = [];
+  const writer = new RunWriter({ pg: { database: DB }, flushMs: 5 });
+  const server = chatServer({
+    gateway: { pg: { database: DB, application_name: 'hx-gateway-chat-probe' }, tables: ['sessions'], secret: t.SECRET, log: () => {} },
+    writer,
+    agent: async (run, said) => { calls.push(said); },
+  });
+  await server.gateway.ready;
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const head = async () => (await db.query('SELECT coalesce(max(seq), 0)::int AS seq FROM hx_event WHERE stream = $1', [`sessions:${PROBE}`])).rows[0].seq;
+  try {
+    const token = mintToken(t.SECRET, `sessions:${PROBE}`, { scopes: ['read', 'run'] });
+    const post = (body, headers = { authorization: `Bearer ${token}` }) => fetch(`${base}/hx/agents/sessions/${PROBE}`, {
+      method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
+    });
+    const input = (messages) => ({ threadId: `sessions:${PROBE}`, runId: 'r-1', messages, tools: [], context: [], state: {}, forwardedProps: {} });
+    const before = await head();
+    const hostile = [
+      ['no message', [], "the last message is the user's"],
+      ['the last message an assistant\'s', [{ id: 'x', role: 'assistant', content: 'I am the model' }], "the last message is the user's"],
+      ['content parts, not text', [{ id: 'x', role: 'user', content: [{ type: 'text', text: 'hi' }] }], 'the message is text'],
+      ['blank', [{ id: 'x', role: 'user', content: ' \n\t ' }], 'the message is text'],
+      ['4,001 characters', [{ id: 'x', role: 'user', content: 'a'.repeat(4001) }], 'a message is at most 4000 characters'],
+      ['a NUL character', [{ id: 'x', role: 'user', content: 'a\u0000b' }], 'the message holds a NUL character or a lone surrogate'],
+      ['a lone surrogate', [{ id: 'x', role: 'user', content: 'a\ud800b' }], 'the message holds a NUL character or a lone surrogate'],
+    ];
+    for (const [what, messages, reason] of hostile) {
+      const res = await post(input(messages));
+      assert.equal(res.status, 200, what);
+      const events = (await res.text()).split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+      const last = events[events.length - 1];
+      assert.deepEqual({ type: last.type, code: last.code, message: last.message }, { type: 'RUN_ERROR', code: 'chat_bad_message', message: reason }, what);
+    }
+    assert.deepEqual(calls, [], 'the agent was never called');
+    assert.equal(await head(), before, 'nothing written to the stream');
+
+    // the message's id is the server's: a client's id naming a message of the row replaces nothing
+    const res = await post(input([{ id: 'u0', role: 'user', content: 'again' }]));
+    assert.match(await res.text(), /"RUN_FINISHED"/);
+    assert.deepEqual(calls, ['again']);
+    const { rows: [{ state }] } = await db.query('SELECT state::jsonb AS state FROM sessions WHERE session_id = $1', [PROBE]);
+    assert.equal(state.messages.length, 2);
+    assert.deepEqual(state.messages[0], { id: 'u0', role: 'user', content: 'Hello' });
+    assert.match(state.messages[1].id, /^u-[0-9a-f-]{36}$/);
+    assert.equal(state.messages[1].content, 'again');
+
+    // no token, another stream's token: the gateway's 401 and 403, no run
+    assert.equal((await post(input([{ id: 'x', role: 'user', content: 'hi' }]), {})).status, 401);
+    const other = mintToken(t.SECRET, 'sessions:s-chat', { scopes: ['read', 'run'] });
+    assert.equal((await post(input([{ id: 'x', role: 'user', content: 'hi' }]), { authorization: `Bearer ${other}` })).status, 403);
+    assert.deepEqual(calls, ['again']);
+
+    // the page: its inline script and style by hash, nothing else; other paths and methods 404
+    const page = await fetch(`${base}/chat/sessions/${PROBE}`);
+    assert.equal(page.status, 200);
+    const policy = page.headers.get('content-security-policy');
+    assert.match(policy, /^default-src 'none'; script-src 'sha256-[A-Za-z0-9+/]+=*'; style-src 'sha256-[A-Za-z0-9+/]+=*'; connect-src 'self';/);
+    assert.doesNotMatch(policy, /unsafe/);
+    assert.equal(page.headers.get('x-frame-options'), 'DENY');
+    assert.equal(await page.text(), fs.readFileSync(path.join(__dirname, '..', 'examples', 'chat.html'), 'utf8'));
+    for (const [method, url] of [['GET', '/'], ['GET', '/chat/sessions'], ['GET', '/chat/sessions/a/b'], ['POST', `/chat/sessions/${PROBE}`], ['GET', '/hxx/streams/sessions/a']]) {
+      assert.equal((await fetch(`${base}${url}`, { method })).status, 404, `${method} ${url}`);
+    }
+  } finally {
     await server.gateway.close();
     await new Promise((resolve) => {
       server.close(resolve);

@@ -116,7 +116,7 @@ async function echoAgent(run, said, signal) {
   const words = said.split(/\s+/).filter(Boolean);
   await run.toolResult({ messageId: `t-${id}`, toolCallId: `call-${id}`, content: String(words.length) });
   const answer = run.text({ messageId: `b-${id}` });
-  for (const w of `${words.length} words: ${said}`.split(/(?<= )/)) { answer.append(w); await pause(); }
+  for (const w of `${words.length} word${words.length === 1 ? '' : 's'}: ${said}`.split(/(?<= )/)) { answer.append(w); await pause(); }
   await answer.end();
 }
 

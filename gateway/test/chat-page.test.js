@@ -23,6 +23,7 @@ const path = require('node:path');
 const { RunWriter } = require('hxstate-client');
 const t = require('./helpers');
 const { mintToken, messagesOf } = require('..');
+const { spawn } = require('node:child_process');
 const { chatServer } = require('../examples/chat');
 
 const DB = 'hx_gateway_chat_page';
@@ -373,5 +374,49 @@ test('the chat server refuses hostile messages with RUN_ERROR and writes nothing
       server.closeAllConnections();
     });
     await writer.close();
+  }
+});
+
+// The example as the README runs it: the command prints the page's URL with
+// a token; the page is served; a message sent with that token gets the
+// stand-in agent's answer (a tool call, then the words back) in the row.
+test('node gateway/examples/chat.js, as the README runs it: the URL it prints serves the page, and a message gets its answer', async () => {
+  const KEY2 = 's-example';
+  await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ($1, 'u-1', '{"messages": []}')`, [KEY2]);
+  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## A streamed chat in a page'), readme.indexOf('## Interrupts'));
+  assert.match(section, /\[examples\/chat\.html\]\(examples\/chat\.html\)/);
+  assert.match(section, /\[examples\/chat\.js\]\(examples\/chat\.js\)/);
+  assert.ok(section.includes('DATABASE_URL=postgres:///app HX_SECRET=<32+ bytes> node gateway/examples/chat.js'), 'the README runs the file the test runs');
+  const top = path.join(__dirname, '..', '..');
+  const child = spawn(process.execPath, ['gateway/examples/chat.js'], {
+    cwd: top, env: { ...process.env, DATABASE_URL: t.databaseUrl(DB), HX_SECRET: t.SECRET, PORT: '0', SESSION: KEY2 }, stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    let out = '';
+    child.stdout.on('data', (b) => { out += b; });
+    await t.waitFor(() => /\n/.test(out), 'the URL the command prints');
+    const url = new URL(out.trim());
+    assert.equal(url.pathname, `/chat/sessions/${KEY2}`);
+    const token = new URLSearchParams(url.hash.slice(1)).get('token');
+    assert.equal((await fetch(url)).status, 200);
+    const res = await fetch(new URL(`/hx/agents/sessions/${KEY2}`, url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ threadId: `sessions:${KEY2}`, runId: 'r-1', messages: [{ id: 'x', role: 'user', content: 'three small words' }], tools: [], context: [], state: {}, forwardedProps: {} }),
+    });
+    assert.match(await res.text(), /"RUN_FINISHED"/);
+    const { rows: [{ state }] } = await db.query('SELECT state::jsonb AS state FROM sessions WHERE session_id = $1', [KEY2]);
+    assert.deepEqual(state.messages.map((m) => [m.role, m.content]), [
+      ['user', 'three small words'],
+      ['assistant', 'Let me count your words. '],
+      ['tool', '3'],
+      ['assistant', '3 words: three small words'],
+    ]);
+    assert.deepEqual(state.messages[1].toolCalls.map((c) => [c.function.name, c.function.arguments]), [['count_words', '{"text": "three small words"}']]);
+  } finally {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
   }
 });

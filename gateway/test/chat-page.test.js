@@ -269,6 +269,15 @@ test('the chat page streams an answer token by token, renders its tool call, sur
     await page.screenshot({ path: shot, fullPage: true });
     tt.diagnostic(`screenshot: ${shot}`);
 
+    // a message the hook refuses: its RUN_ERROR shown under the box, no run of the agent
+    await page.evaluate(() => { document.getElementById('text').value = 'half a pair \ud800'; });
+    await page.click('#send');
+    await t.waitFor(async () => (await page.textContent('#error')) !== '', 'the run\'s error on the page');
+    assert.equal(await page.textContent('#error'), 'the run failed: the message holds a NUL character or a lone surrogate (chat_bad_message)');
+    assert.equal(await page.inputValue('#text'), 'half a pair \ud800', 'the text given back to the box');
+    assert.equal(stepped.calls.length, 1);
+    assert.deepEqual(await shown(page), truth, 'nothing written');
+
     // a token that may only read: the gateway's 403 shown, no run, the box kept
     const reader = mintToken(t.SECRET, `sessions:${KEY}`);
     await page.goto(`${base}/chat/sessions/${KEY}#token=${reader}`); // a new fragment: the same document

@@ -186,7 +186,7 @@ test('the chat page streams an answer token by token, renders its tool call, sur
     const user = (await shown(page))[2];
     assert.equal(user.role, 'user');
     assert.equal(user.content, QUESTION, 'the message sent, as the row has it');
-    assert.equal(await page.inputValue('#text'), '', 'the box emptied once the run started');
+    await t.waitFor(async () => (await page.inputValue('#text')) === '', 'the box emptied once the run started');
 
     // token by token: the page shows each prefix of the answer, in turn
     const sees = async (id, content, what) => {

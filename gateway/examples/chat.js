@@ -68,7 +68,12 @@ function chatServer({ gateway: gatewayOptions, writer, agent }) {
       await agent(r, said.content, stop.signal);
       await r.close();
     } catch (err) {
-      await r.close({ status: stop.signal.aborted ? 'stopped' : 'failed', error: String(err.message) }).catch(() => {});
+      try {
+        // what the answer had so far is closed (its END) and kept in the row
+        await r.close({ status: stop.signal.aborted ? 'stopped' : 'failed', error: String(err.message) });
+      } catch {
+        // the run had failed itself (its connection): err says more
+      }
       if (!stop.signal.aborted) throw err;
     } finally {
       signal.removeEventListener('abort', onAbort);

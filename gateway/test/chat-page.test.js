@@ -423,9 +423,27 @@ test('node gateway/examples/chat.js, as the README runs it: the URL it prints se
       ['assistant', '3 words: three small words'],
     ]);
     assert.deepEqual(state.messages[1].toolCalls.map((c) => [c.function.name, c.function.arguments]), [['count_words', '{"text": "three small words"}']]);
-  } finally {
+
+    // the command stopped (SIGTERM) in the middle of an answer: the agent stops, its run is closed as stopped
+    const markers = () => db.query(`SELECT event->'value'->>'status' AS status FROM hx_event
+      WHERE stream = $1 AND event->>'name' = 'hxstate.run' ORDER BY seq`, [`sessions:${KEY2}`]);
+    const second = fetch(new URL(`/hx/agents/sessions/${KEY2}`, url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ threadId: `sessions:${KEY2}`, runId: 'r-2', messages: [{ id: 'y', role: 'user', content: 'stop me' }], tools: [], context: [], state: {}, forwardedProps: {} }),
+    }).then((r) => r.text());
+    // the first answer had two assistant messages: a third is the second answer begun
+    await t.waitFor(async () => (await db.query("SELECT 1 FROM hx_event WHERE stream = $1 AND event->>'type' = 'TEXT_MESSAGE_START' AND event->>'role' = 'assistant'", [`sessions:${KEY2}`])).rowCount === 3, 'the second answer begun');
     const exited = new Promise((resolve) => child.once('exit', resolve));
     child.kill('SIGTERM');
-    await exited;
+    assert.equal(await exited, 0, 'the command exits by itself');
+    assert.match(await second, /"RUN_FINISHED".*"reason":"gateway_closed"/);
+    assert.deepEqual((await markers()).rows.map((r) => r.status), ['started', 'finished', 'started', 'stopped']);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    }
   }
 });

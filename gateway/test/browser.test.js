@@ -93,6 +93,10 @@ test('chromium follows a session in the live view, across a gateway restart and 
     await reach('the events after the dropped connection');
     await t.waitFor(async () => (await view()).opens === 3, 'the third open');
 
+    // the conversation's MESSAGES_SNAPSHOT follows the delta that changed it: the page
+    // reaches the delta's seq a moment before it has the conversation
+    const conversation = messagesOf((await t.rowState(db, 'sessions', KEY)).messages).messages;
+    await t.waitFor(async () => JSON.stringify((await view()).messages) === JSON.stringify(conversation), 'the conversation after the dropped connection');
     const v = await view();
     assert.equal(v.opens, 3, 'the EventSource opened three times');
     assert.equal(lastEventIds[0], null);

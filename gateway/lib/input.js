@@ -48,10 +48,11 @@ function deeperThan(buf, max) {
 
 /**
  * The RunAgentInput of a body (a Buffer): {input, json, maxDurationMs};
- * HttpError 400 when it is not one.  json is the input (as the schema
+ * HttpError 400 when it is not one (or, for a run without a hook or a
+ * connect, when it has a resume[]).  json is the input (as the schema
  * parsed it) as JSON text.
  */
-function parseInput(body, { hook, maxDepth }) {
+function parseInput(body, { hook, maxDepth, connect = false }) {
   if (deeperThan(body, maxDepth)) {
     throw new HttpError(400, `the body nests deeper than ${maxDepth} arrays and objects`);
   }
@@ -67,6 +68,9 @@ function parseInput(body, { hook, maxDepth }) {
     throw new HttpError(400, `the body is not a RunAgentInput: ${issue.path.join('.')}: ${issue.message}`);
   }
   const input = r.data;
+  if (input.resume && input.resume.length > 0 && connect) {
+    throw new HttpError(400, 'a connect takes no resume[]: it joins the thread; answer its interrupts in a run (POST /agents/<table>/<key>)');
+  }
   if (input.resume && input.resume.length > 0 && !hook) {
     throw new HttpError(400, 'this gateway has no run hook: it reports interrupts as hx.interrupts events and takes no resume[]; ' +
       'answer them through the application that runs the agent');

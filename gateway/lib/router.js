@@ -157,7 +157,9 @@ async function route(ctx, req, res, next, durable = null) {
     need(await authorize(ctx, req, target), 'read');
     return json(ctx, res, 200, capabilitiesOf(table, { hook: !!ctx.config.run, maxRunMs: ctx.config.maxRunMs, version }));
   }
-  const target = targetOf(ctx, name, parts, url);
+  // POST /agents/<table>/<key>/connect: a thread joined (AG-UI's connect)
+  const connect = name === 'agents' && parts.length === 5 && parts[4] === 'connect';
+  const target = connect ? { ...targetOf(ctx, name, parts.slice(0, 4), url), kind: 'connect' } : targetOf(ctx, name, parts, url);
   const method = name === 'agents' ? 'POST' : 'GET';
   if (req.method !== method) throw new HttpError(405, `${method} only`, { allow: method });
   const after = name === 'streams' || name === 'agents' ? lastEventId(req, url) : null;
@@ -174,15 +176,15 @@ async function route(ctx, req, res, next, durable = null) {
     if (name === 'agents') {
       const body = await ctx.bodies.read(req);
       closing(ctx);
-      const { input, json: text, maxDurationMs } = parseInput(body, { hook: ctx.config.run, maxDepth: ctx.config.maxInputDepth });
-      const calls = ctx.config.run && after === null; // does this run call the run hook?
+      const { input, json: text, maxDurationMs } = parseInput(body, { hook: ctx.config.run, maxDepth: ctx.config.maxInputDepth, connect });
+      const calls = ctx.config.run && after === null && !connect; // does this run call the run hook?
       need(grant, !calls ? 'read' : input.resume && input.resume.length > 0 ? 'resume' : 'run');
       // a run that calls the hook holds a place of its thread, its token and all runs
       if (calls) {
         slot = await ctx.runs.take(`${target.table}\u0000${target.key}`, grant.principal || `client:${clientId}`, target.stream);
         closing(ctx);
       }
-      return serveRun(ctx, req, res, { target, table, clientId, release, after, input, json: text, maxDurationMs, slot, scopes: grant.scopes });
+      return serveRun(ctx, req, res, { target, table, clientId, release, after, input, json: text, maxDurationMs, slot, scopes: grant.scopes, connect });
     }
     if (name === 'phases') return servePhases(ctx, req, res, { target, clientId, release });
     return serveStream(ctx, req, res, { target, table, clientId, release, after });

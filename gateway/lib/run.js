@@ -79,10 +79,10 @@ const { statusOf, finishedEntry, PROTOCOL_VERSION } = require('./stream');
 // its signal aborts.
 const INTERRUPT_GRACE_MS = 5000;
 
-function serveRun(ctx, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes }) {
+function serveRun(ctx, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes, connect = false }) {
   const conn = new SseResponse(ctx, req, res, { kind: 'run', clientId, release, seq: after });
   const { threadId, runId } = input;
-  const hook = after === null ? ctx.config.run : null;
+  const hook = after === null && !connect ? ctx.config.run : null;
   const answered = new Set((input.resume || []).map((r) => r.interruptId));
   const controller = new AbortController();
   let hookState = hook ? 'waiting' : 'none'; // waiting | running | done
@@ -151,7 +151,11 @@ function serveRun(ctx, req, res, { target, table, clientId, release, after, inpu
     const entry = frameFor({ type: 'CUSTOM', name: 'hx.interrupts', value: { interrupts: list }, timestamp: Date.now() });
     if (entry.ok) f.send(entry);
   };
+  // connect: the run in progress (its marker started and not yet
+  // finished or failed), if any, is followed to its end
+  const inProgress = () => f.open.run !== null && f.open.run.status === 'started';
   const checkDone = () => {
+    if (connect && !finished && f.preluded && !inProgress()) finish({ type: 'success' }, 'run_ended');
     if (doneAt === null || finished || f.sent === null || f.sent < doneAt) return;
     if (f.interrupts.length > 0) interrupted(f.interrupts);
     else finish({ type: 'success' }, 'completed', output === undefined ? undefined : { output });
@@ -215,6 +219,7 @@ function serveRun(ctx, req, res, { target, table, clientId, release, after, inpu
       } else if (hook) {
         callHook();
       }
+      if (connect && !finished && !inProgress()) finish({ type: 'success' }, 'idle');
     },
     interrupts: (list) => {
       if (!f.preluded || finished) return;

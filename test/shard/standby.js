@@ -22,8 +22,8 @@
 //    not poll (replication being asynchronous here, a poll's read of the
 //    log on the primary would show what the stream holds back: in
 //    production synchronous replication keeps it from the reads).  Each
-//    failover: the standby stops receiving (primary_conninfo emptied: its
-//    WAL receiver ends), the writers go on for a while, the primary is
+//    failover: the standby, once it has caught up, stops receiving
+//    (primary_conninfo emptied: its WAL receiver ends), the writers go on for a while, the primary is
 //    killed (kill -9), the
 //    standby promoted without what it had not received, the old primary
 //    rewound.  HX_FAILOVERS failovers (4; 20 with --long): 0 'diverged'
@@ -198,6 +198,14 @@ async function streaming(primary, standby) {
 async function failover(writers, { lag = false, clean = false, seen = null } = {}) {
   const [primary, standby] = nodes;
   if (lag) {
+    // First the standby has everything committed so far.  The hub's
+    // stream is held back, but its reads are not: after the last failover
+    // it caught its followers up by reading the log on the new primary
+    // while this standby was still being rewound, and replication here is
+    // asynchronous (docs/sharding.md: the reads need synchronous
+    // replication).  Losing those commits too would measure the reads;
+    // this run measures the stream.
+    await caughtUp(primary, standby);
     // the standby stops receiving (its WAL receiver ends: no primary to
     // stream from); what the writers commit from now on it never gets
     standby.configure({ primary_conninfo: '' });

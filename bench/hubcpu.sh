@@ -16,11 +16,17 @@
 #          directory);
 #   recv   pg_recvlogical on a slot of its own, output discarded (-F 0),
 #          decoding the same publication with pgoutput;
+#   idle   with HX_BENCH_IDLE=1: follow.js on this tree's client following
+#          no session (its hub decodes every insert and drops it): what the
+#          replication connection costs in Node (node-postgres, the socket,
+#          pgoutput's messages) before any delivery;
 # the order rotating each round.  The consumer's user + system CPU time
 # (/proc/<pid>/stat) during the load, over the transactions pgbench
 # committed, is its CPU per event; the follower must have handed out
-# every event (else the round fails).  Prints each round and the medians.
-# HX_BENCH_ROUNDS (5), HX_BENCH_SECONDS (10), HX_BENCH_RATE (4000).
+# every event (idle: decoded every insert), else the round fails.  Prints
+# each round and the medians.
+# HX_BENCH_ROUNDS (5), HX_BENCH_SECONDS (10), HX_BENCH_RATE (4000),
+# HX_BENCH_IDLE (0).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,10 +69,11 @@ one() {							# contender -> "us_per_event"
 	psql -X -q -d "$HX_BENCH_PG_DB" -c "SELECT bench_pg_reset('log', $ROWS)" -c 'VACUUM ANALYZE sessions' -c 'CHECKPOINT' >/dev/null
 	echo 0 >"$work/expect"
 	case $who in
-		new | base)
-			local dir=$top
+		new | base | idle)
+			local dir=$top rows=$ROWS
 			[ "$who" = base ] && dir=$work/base
-			node "$dir/bench/pgbench/follow.js" "$ROWS" wal "$work/expect" >"$work/follow.out" 2>"$work/follow.err" &
+			[ "$who" = idle ] && rows=0
+			node "$dir/bench/pgbench/follow.js" "$rows" wal "$work/expect" >"$work/follow.out" 2>"$work/follow.err" &
 			pid=$!
 			until grep -q '^ready' "$work/follow.out"; do
 				kill -0 "$pid" 2>/dev/null || { cat "$work/follow.err" >&2; return 1; }
@@ -117,10 +124,11 @@ echo "hub CPU per event over the WAL: this tree against $base ($(git -C "$top" r
 echo "$("$BIN/postgres" --version), $(nproc) cores"
 declare -A all=()
 order=(new base recv)
+[ "${HX_BENCH_IDLE:-0}" = 1 ] && order+=(idle)
 for r in $(seq 1 "$ROUNDS"); do
 	line="round $r:"
-	for i in 0 1 2; do
-		who=${order[$(((i + r) % 3))]}
+	for i in "${!order[@]}"; do
+		who=${order[$(((i + r) % ${#order[@]}))]}
 		v=$(one "$who")
 		all[$who]+="$v "
 		line+=" $who $v us"
@@ -128,5 +136,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	echo "$line"
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
-printf 'medians: this tree %s us, %s %s us, pg_recvlogical %s us per event\n' \
+printf 'medians: this tree %s us, %s %s us, pg_recvlogical %s us per event' \
 	"$(median <<<"${all[new]}")" "$base" "$(median <<<"${all[base]}")" "$(median <<<"${all[recv]}")"
+[ -n "${all[idle]:-}" ] && printf ', idle hub %s us' "$(median <<<"${all[idle]}")"
+echo

@@ -16,7 +16,10 @@
 // prints {received, drain_ms, cpu_us, transport, connections, resyncs,
 // queries, polls, pages} as JSON (cpu_us: its CPU time from "ready" on;
 // queries: statements on the reader connection),
-// stops the hub and exits.
+// stops the hub and exits.  With NROWS 0 it follows nothing: the hub
+// decodes every insert of the log and drops it (bench/hubcpu.sh's "idle"
+// contender, what the replication connection costs before delivery), and
+// "received" counts the inserts decoded.
 const fs = require('node:fs');
 const path = require('node:path');
 const { HxHub } = require(path.join(__dirname, '..', '..', 'client'));
@@ -47,17 +50,18 @@ async function main() {
     subs.push(sub);
   }
   await Promise.all(subs.map((s) => s.ready));
+  const counted = () => (NROWS > 0 ? received : hub.stats.walInserts);
   const cpu0 = process.cpuUsage();
   process.stdout.write(`ready ${hub.transport} ${hub.stats.connections}\n`);
 
   process.on('SIGHUP', async () => {
     const expect = Number(fs.readFileSync(EXPECT_FILE, 'utf8').trim());
     const t0 = Date.now();
-    while (received < expect && Date.now() - t0 < 20000) await sleep(10);
+    while (counted() < expect && Date.now() - t0 < 20000) await sleep(10);
     const drainMs = Date.now() - t0;
     const cpu = process.cpuUsage(cpu0);
     process.stdout.write(`${JSON.stringify({
-      received,
+      received: counted(),
       drain_ms: drainMs,
       cpu_us: cpu.user + cpu.system, // from ready to here: the load and the drain
 

@@ -36,6 +36,29 @@ function callListeners(emitter, name, args, onError) {
   return waits.length === 1 ? waits[0] : Promise.all(waits).then(noop);
 }
 
+/**
+ * callListeners for a list of listeners the caller already has (taken
+ * before the first is called, as emit() does), with two arguments.
+ */
+function callEach(listeners, emitter, a, b, onError) {
+  let waits = null;
+  for (let i = 0; i < listeners.length; i++) {
+    let r;
+    try {
+      r = listeners[i].call(emitter, a, b);
+    } catch (err) {
+      onError(asError(err));
+      continue;
+    }
+    if (r && typeof r.then === 'function') {
+      const settled = Promise.resolve(r).then(noop, (err) => onError(asError(err)));
+      (waits || (waits = [])).push(settled);
+    }
+  }
+  if (!waits) return null;
+  return waits.length === 1 ? waits[0] : Promise.all(waits).then(noop);
+}
+
 /** emit(name, ...args), with a listener's failure handed to onError. */
 function emitSafe(emitter, name, args, onError) {
   callListeners(emitter, name, args, onError);
@@ -77,4 +100,4 @@ function asError(err) {
 
 function noop() {}
 
-module.exports = { callListeners, emitSafe, emitError, warnUnheard, settle, noop };
+module.exports = { callListeners, callEach, emitSafe, emitError, warnUnheard, settle, noop };

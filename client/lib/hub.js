@@ -83,6 +83,7 @@ const { EventEmitter } = require('node:events');
 const sql = require('./sql');
 const { StreamEntry } = require('./entry');
 const { SubscriptionCore, HxSubscription } = require('./subscription');
+const { Drainer } = require('./drainer');
 const { Reader } = require('./reader');
 const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
@@ -219,7 +220,9 @@ class HxHub extends EventEmitter {
       unfollow: (core) => this._unfollowCore(core),
       delivered: (core) => this._delivered(core),
       listenerFailed: (err, core) => this._listenerFailed(err, core),
+      schedule: (core) => this._drainer.add(core),
     };
+    this._drainer = new Drainer(); // one microtask for the subscriptions that have something to hand out
     this._pollTimer = null;
     this._tick = 0;              // orders requests and joins
 

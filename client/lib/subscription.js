@@ -10,7 +10,7 @@
 //                     snapshot, a head) and asks it what it needs next (the
 //                     rules are cursor.js's); it tells the hub what it did
 //                     through the host callbacks it was given (unfollow,
-//                     delivered, listenerFailed).
+//                     delivered, listenerFailed, schedule: drain() me).
 //   HxSubscription    what the application gets: an EventEmitter with the
 //                     subscription's events, its ready promise, its
 //                     position and counters (read from its core), stop().
@@ -18,7 +18,7 @@
 // Each changes no one's fields but its own.
 const { EventEmitter } = require('node:events');
 const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
-const { callListeners, noop } = require('./emit');
+const { callListeners, callEach, noop } = require('./emit');
 const { isStreamEnd, stateTooLarge } = require('./apply');
 const { EventQueue } = require('./queue');
 
@@ -43,7 +43,21 @@ function syntheticSnapshot(stream, seq, state) {
  * millisecond and the same size.
  */
 function eventMark(event, bytes) {
-  return `${event && event.type}|${event && event.timestamp}|${bytes}`;
+  return markOf(event && event.type, event && event.timestamp, bytes);
+}
+
+function markOf(type, timestamp, bytes) {
+  return `${type}|${timestamp}|${bytes}`;
+}
+
+/**
+ * A part of an event's mark as it is now: a primitive as it is (the mark's
+ * text is made only when a reconnect verifies, from the parts kept when the
+ * event was accepted), an object as its text now (a listener may change the
+ * object after).
+ */
+function markPart(v) {
+  return typeof v === 'object' && v !== null ? String(v) : v;
 }
 
 function optional(v) {
@@ -56,9 +70,9 @@ function optional(v) {
  */
 class SubscriptionCore {
   /**
-   * @param {{unfollow: (core) => void, delivered: (core) => void, listenerFailed: (err, core) => void}} host
+   * @param {{unfollow: (core) => void, delivered: (core) => void, listenerFailed: (err, core) => void, schedule: (core) => void}} host
    *   the hub's callbacks: stop it (stop()), it handed something out (it may
-   *   want more), a listener failed
+   *   want more), a listener failed, call its drain() in a microtask
    * @param {{table?: string, key?: string, stream?: string}} target
    * @param {object} o follow()'s options
    * @param {{maxQueue: number, maxQueueBytes: number, maxStateBytes: number, tick: number}} d the hub's defaults, and the tick it joins at
@@ -121,7 +135,10 @@ class SubscriptionCore {
     this._joinTick = d.tick;
     this._snapTick = -1;       // the snapshot request it waits for (0: requested, not sent)
     this._resyncReason = null;
-    this._mark = null;         // eventMark of the event at its cursor, when it accepted one
+    this._marked = false;      // it accepted the event at its cursor, whose eventMark is made of:
+    this._markType = undefined;  //   its type,
+    this._markTime = undefined;  //   its timestamp,
+    this._markBytes = 0;         //   its size
     this._verify = false;      // a new reader connection: is that event still there, unchanged?
     this._exact = false;       // its state comes from a snapshot the hub read (not from a base, nor
                                // from a log that starts at seq 1 of a row that may predate its trigger)
@@ -259,7 +276,7 @@ class SubscriptionCore {
     this._state = this._outState;
     this._stateBytes = 0;
     this._ended = this._outEnded;
-    this._mark = null; // the cursor went back to an event whose mark it did not keep
+    this._marked = false; // the cursor went back to an event whose mark it did not keep
     this._more = this._force = false;
     this._phase = 'paused';
     this._resyncReason = 'overflow';
@@ -282,7 +299,10 @@ class SubscriptionCore {
     }
     const end = isStreamEnd(event);
     this._seq = seq;
-    this._mark = eventMark(event, bytes);
+    this._marked = true;
+    this._markType = markPart(event.type);
+    this._markTime = markPart(event.timestamp);
+    this._markBytes = bytes;
     this._state = after;
     this._stateBytes = stateBytes;
     if (end) this._ended = true;
@@ -323,7 +343,7 @@ class SubscriptionCore {
    * its cursor, it resyncs (reason 'diverged').
    */
   reverify() {
-    if (this._phase !== 'live' || this._mark === null || this._seq < 1) return;
+    if (this._phase !== 'live' || !this._marked || this._seq < 1) return;
     this._verify = true;
     this._force = true;
   }
@@ -405,7 +425,7 @@ class SubscriptionCore {
     this._ended = ended;
     this._phase = 'live';
     this._synced = true;
-    this._mark = null;
+    this._marked = false;
     this._verify = false;
     this._exact = this._keepState;
     this._more = this._force = false;
@@ -442,7 +462,7 @@ class SubscriptionCore {
       this._verify = false;
       const at = rows.find((r) => r.seq === this._seq);
       if (at) {
-        if (eventMark(at.event, at.bytes) !== this._mark) return 'diverged';
+        if (eventMark(at.event, at.bytes) !== markOf(this._markType, this._markTime, this._markBytes)) return 'diverged';
       } else if (top < this._seq) {
         return 'diverged'; // the log ends below its cursor
       }
@@ -501,13 +521,21 @@ class SubscriptionCore {
     this.stats.maxQueuedBytes = this._queue.maxBytes;
     if (!this._drainQueued && !this._inflight) {
       this._drainQueued = true;
-      queueMicrotask(() => this._drain());
+      this._host.schedule(this);
     }
   }
 
-  /** Hand queued items to the listeners, one at a time. */
-  _drain() {
+  /**
+   * Hand queued items to the listeners, one at a time (the hub calls it in
+   * a microtask after it asked, through host.schedule).
+   */
+  drain() {
     this._drainQueued = false;
+    this._drain();
+  }
+
+  _drain() {
+    let handed = false; // an event handed out (the hub is told once, after)
     while (!this._inflight && this._queue.length > 0 && this._phase !== 'stopped') {
       const item = this._queue.shift();
       if (item.kind === 'ready') {
@@ -520,16 +548,18 @@ class SubscriptionCore {
       this._outEnded = item.ended;
       this.stats.events++;
       if (item.resync) this._emitSafe('resync', item.resync);
-      const pending = this._phase === 'stopped' ? null : callListeners(this.subscription, 'event', [item.event, item.state], this._onListenerError);
+      const pending = this._phase === 'stopped' ? null
+        : callEach(this.subscription.eventListeners(), this.subscription, item.event, item.state, this._onListenerError);
       if (pending) {
         this._inflight = true;
         pending.then(() => this._settled(item));
+        if (handed) this._host.delivered(this);
         return;
       }
       if (item.end) this._emitSafe('end', item.event, item.before);
-      this._host.delivered(this);
+      handed = true;
     }
-    if (this._queue.length === 0) this._host.delivered(this);
+    if (handed || this._queue.length === 0) this._host.delivered(this);
   }
 
   _settled(item) {
@@ -571,11 +601,34 @@ class SubscriptionCore {
  */
 class HxSubscription extends EventEmitter {
   #core;
+  #eventListeners = null; // rawListeners('event'), until the listeners change
 
   /** Made by its core (hub.follow()), not by applications. */
   constructor(core) {
     super();
     this.#core = core;
+  }
+
+  // Every way to add or remove a listener goes through these (once() and
+  // prependOnceListener() add through on() and prependListener(), a once
+  // listener removes itself through removeListener()), so the 'event'
+  // listeners are copied once for all the events until they change, not
+  // once an event.
+  on(name, fn) { this.#eventListeners = null; return super.on(name, fn); }
+  addListener(name, fn) { this.#eventListeners = null; return super.addListener(name, fn); }
+  prependListener(name, fn) { this.#eventListeners = null; return super.prependListener(name, fn); }
+  removeListener(name, fn) { this.#eventListeners = null; return super.removeListener(name, fn); }
+  off(name, fn) { this.#eventListeners = null; return super.off(name, fn); }
+  removeAllListeners(...args) { this.#eventListeners = null; return super.removeAllListeners(...args); }
+
+  /**
+   * The listeners of 'event' (with once wrappers), as rawListeners gives
+   * them: a list of its own, which neither the caller nor a change of the
+   * listeners alters (a change makes a new one).
+   */
+  eventListeners() {
+    if (this.#eventListeners === null) this.#eventListeners = Object.freeze(this.rawListeners('event'));
+    return this.#eventListeners;
   }
 
   get table() { return this.#core.table; }

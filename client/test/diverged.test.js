@@ -150,6 +150,47 @@ test('HxHub over the WAL: the new primary has another event at its seq: a resync
   }
 });
 
+test('HxHub over the WAL: a listener that changes the events it is given; a reconnect finds the last one unchanged: no resync', async () => {
+  // the mark a reconnect compares is the event's as it was accepted, not
+  // the listener's object as it left it
+  const key = 'd-5';
+  await db.query('INSERT INTO sessions VALUES ($1, \'{"l": [], "n": 0}\')', [key]);
+  const appName = 'hx-diverged-mutating';
+  const hub = new HxHub({ pg: { database: DB, application_name: appName }, transport: 'wal', pollInterval: 0, reconnect: { min: 20, max: 200 } });
+  hub.on('error', () => {});
+  const resyncs = [];
+  let last = null;
+  const sub = hub.follow({ table: 'sessions', key });
+  sub.on('event', (event, state) => {
+    last = { seq: event.metadata.seq, state };
+    event.type = 'CHANGED';
+    event.timestamp = 0;
+  });
+  sub.on('resync', (r) => resyncs.push(r));
+  sub.on('error', () => {});
+  await hub.start();
+  try {
+    await sub.ready;
+    await writeThree(key, (s) => last && last.seq === s);
+    await lockOut(true);
+    try {
+      assert.ok(await h.killBackends(db, appName) >= 1);
+      await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
+    } finally {
+      await lockOut(false);
+    }
+    // the reconnect's check: the log read from seq 4, the event there compared
+    await h.waitFor(() => hub.stats.reconnects >= 1 && sub.stats.pages >= 1, 'the reconnect\'s check');
+    const next = await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 10 }]);
+    await h.waitFor(() => last.seq === 5, 'seq 5');
+    assert.deepStrictEqual(resyncs, []);
+    assert.equal(hub.stats.divergences, 0);
+    assert.deepStrictEqual(last.state, next);
+  } finally {
+    await hub.stop();
+  }
+});
+
 test('HxHub, a stream followed by name (no snapshot to resync from): it fails with HX_DIVERGED', async () => {
   const key = 'd-4';
   await db.query('INSERT INTO sessions VALUES ($1, \'{"l": [], "n": 0}\')', [key]);

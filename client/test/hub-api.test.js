@@ -242,3 +242,52 @@ test('stop() leaves no timer and no connection', async () => {
   assert.deepStrictEqual(resources(), before, 'stopped while starting');
   assert.throws(() => hub.follow({ table: 'rz', key: 'z' }), /stopped/);
 });
+
+test('the listeners of \'event\' that each event finds: on, once, off, removeAllListeners between events', async () => {
+  await h.streamTable(db, 'ls');
+  await db.query(`INSERT INTO ls VALUES ('a', '{"n": 0}')`);
+  const hub = new HxHub({ pg: { database: DB }, transport: 'wal', pollInterval: 0 });
+  await hub.start();
+  try {
+    const sub = hub.follow({ table: 'ls', key: 'a' });
+    const heard = [];
+    const first = (e) => heard.push(['first', e.metadata.seq]);
+    sub.on('event', first);
+    await sub.ready;
+    const write = async (seq) => {
+      await h.merge(db, 'ls', 'a', [{ op: 'increment', path: '/n', by: 1 }]);
+      await h.waitFor(() => sub.seq === seq, `seq ${seq}`);
+    };
+    sub.once('event', (e) => heard.push(['once', e.metadata.seq]));
+    await write(2); // first, once
+    await write(3); // first (once is gone)
+    const second = (e) => heard.push(['second', e.metadata.seq]);
+    sub.prependListener('event', second);
+    await write(4); // second, first
+    sub.removeListener('event', first);
+    await write(5); // second
+    sub.removeAllListeners('event');
+    await write(6); // nobody
+    sub.addListener('event', first);
+    sub.prependOnceListener('event', (e) => heard.push(['prepended once', e.metadata.seq]));
+    await write(7); // prepended once, first
+    await write(8); // first
+    // a listener that adds another: the new one hears the next event, not this one
+    sub.removeListener('event', first);
+    sub.on('event', function adder(e) {
+      heard.push(['adder', e.metadata.seq]);
+      this.off('event', adder);
+      this.on('event', second);
+    });
+    await write(9); // adder
+    await write(10); // second
+    sub.off('event', second);
+    await write(11); // nobody
+    assert.deepStrictEqual(heard, [
+      ['first', 1], ['first', 2], ['once', 2], ['first', 3], ['second', 4], ['first', 4], ['second', 5],
+      ['prepended once', 7], ['first', 7], ['first', 8], ['adder', 9], ['second', 10],
+    ]);
+  } finally {
+    await hub.stop();
+  }
+});

@@ -58,7 +58,7 @@ test('every run ends with RUN_FINISHED or RUN_ERROR, past maxClientBytes too', a
   try {
     const run = t.sse(`${g.base}/agents/sessions/big`, {
       method: 'POST', headers: bearer('big'),
-      body: JSON.stringify({ threadId: 't', runId: 'r', messages: [], forwardedProps: { hxstate: { maxDurationMs: 300 } } }),
+      body: JSON.stringify({ threadId: 't', runId: 'r', messages: [], forwardedProps: { hxstate: { maxDurationMs: 2000 } } }),
     });
     await t.ended(run);
     assert.deepEqual(run.types(), ['RUN_STARTED', 'STATE_SNAPSHOT', 'MESSAGES_SNAPSHOT', 'RUN_FINISHED']);

@@ -15,10 +15,7 @@
 // opens and closed when the gateway closes.
 const pg = require('pg');
 const { triggerArgs } = require('./config');
-
-function quoteIdent(name) {
-  return `"${String(name).replace(/"/g, '""')}"`;
-}
+const { quoteIdent } = require('./ident');
 
 class Machines {
   constructor({ pg: config, interval = 1000, cacheMs = 10000, onError = () => {} }) {

@@ -19,15 +19,12 @@
 // the run is still its owner's (fence): a run that another process has
 // taken over writes nothing more.
 
+const { quoteIdent } = require('../ident');
+
 const TABLE = 'hxstate_copilotkit_threads';
 const STREAM_PREFIX = '@copilotkit:';
 const LOCK_CLASS = 0x68786b63; // 'hxkc'
 const STOP_CHANNEL = 'hxstate_copilotkit_stop';
-
-/** "name" as an SQL identifier. */
-function quoteIdent(name) {
-  return `"${String(name).replace(/"/g, '""')}"`;
-}
 
 function statements(schema) {
   const t = `${quoteIdent(schema)}.${quoteIdent(TABLE)}`;
@@ -66,4 +63,4 @@ function statements(schema) {
   };
 }
 
-module.exports = { statements, quoteIdent, TABLE, STREAM_PREFIX, LOCK_CLASS, STOP_CHANNEL };
+module.exports = { statements, TABLE, STREAM_PREFIX, LOCK_CLASS, STOP_CHANNEL };

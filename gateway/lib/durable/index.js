@@ -15,7 +15,8 @@
 // authorize hook, the body reader, the per-client slots.
 const pg = require('pg');
 const { HttpError } = require('../limits');
-const { Store, quoteIdent } = require('./store');
+const { Store } = require('./store');
+const { quoteIdent } = require('../ident');
 const { Waiter } = require('./waiter');
 const { resolveName, writableLog } = require('./names');
 const { authorizeDurable } = require('./auth');

@@ -4,7 +4,7 @@
 // role what the gateway does with them.  Idempotent.
 const fs = require('node:fs');
 const path = require('node:path');
-const { quoteIdent } = require('./store');
+const { quoteIdent } = require('../ident');
 
 const FILE = path.join(__dirname, '..', '..', 'sql', 'durable.sql');
 

@@ -18,13 +18,10 @@ const { decide, tupleOf } = require('./producer');
 const { mediaType, isJson } = require('./headers');
 const { jsonMessages } = require('./messages');
 const { parseOffset, encodeOffset } = require('./offsets');
+const { quoteIdent } = require('../ident');
 
 /** How long producer state may sit unused before a new producer may take its place on a full stream (seconds). */
 const PRODUCER_IDLE_S = 7 * 24 * 3600;
-
-function quoteIdent(name) {
-  return `"${String(name).replace(/"/g, '""')}"`;
-}
 
 /** A PostgreSQL error as the client's HTTP error (or 503 when the database is away), or null when it is the server's. */
 function httpErrorOf(err) {
@@ -492,4 +489,4 @@ class Store {
   }
 }
 
-module.exports = { Store, quoteIdent, httpErrorOf };
+module.exports = { Store, httpErrorOf };

@@ -217,10 +217,12 @@ test('gateway/README.md\'s run hook runs as written: its process gets the input,
   const at = doc.indexOf('<!-- run-hook:');
   assert.ok(at > 0, 'the README marks its run hook');
   const code = /```js\n([\s\S]*?)```/.exec(doc.slice(at))[1];
-  // a stand-in for python3 -m hxstate.langgraph.agui: it reads its input,
-  // then reports, fails, or waits until it is killed (its pid in a file)
+  // a stand-in for the console script hxstate-agui (and only it: a hook
+  // that runs python3 -m hxstate.langgraph.agui imports the extension's
+  // hxstate.so in a built source tree): it reads its input, then
+  // reports, fails, or waits until it is killed (its pid in a file)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hx-run-hook-'));
-  const fake = path.join(dir, 'python3');
+  const fake = path.join(dir, 'hxstate-agui');
   fs.writeFileSync(fake, `#!${process.execPath}
 let text = '';
 process.stdin.on('data', (c) => { text += c; });
@@ -243,7 +245,12 @@ process.stdin.on('end', () => {
     await t.ended(ok);
     const done = ok.events().at(-1);
     assert.equal(done.type, 'RUN_FINISHED', ok.text);
-    assert.deepEqual(done.result.output, { args: ['-m', 'hxstate.langgraph.agui', 'approval:builder', '--thread', 's-readme'], messages: 1 });
+    assert.deepEqual(done.result.output, { args: ['approval:builder', '--thread=s-readme'], messages: 1 });
+    // a key that begins with a dash reaches the command as the thread, in one argument
+    await insert('-s-dash');
+    const dash = post(g.base, '-s-dash', { runId: 'r-dash', forwardedProps: { what: 'report' } });
+    await t.ended(dash);
+    assert.deepEqual(dash.events().at(-1).result?.output?.args, ['approval:builder', '--thread=-s-dash'], dash.text);
     const failed = post(g.base, 's-readme', { runId: 'r-fail', forwardedProps: { what: 'fail' } });
     await t.ended(failed);
     assert.deepEqual([failed.events().at(-1).type, failed.events().at(-1).code], ['RUN_ERROR', 'tool_missing']);

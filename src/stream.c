@@ -24,7 +24,8 @@
  * The event log (hx_event) is the source of truth; NOTIFY only wakes
  * followers up.  Any role can LISTEN, and any role can NOTIFY, so a
  * payload is a hint that followers check against the log, never content:
- * by default (payload=ref) it is a reference {ref, seq, type, stream},
+ * by default (payload=ref) it is a reference {ref, seq, type, stream}
+ * (without the stream when its name would not fit NOTIFY's payload),
  * which tells a listener that a stream has an event, not what the event
  * says.  "payload=auto" sends the event when it is shorter than NOTIFY's
  * limit (else a reference), for tables whose state every role may see.
@@ -377,18 +378,32 @@ build_event(const char *type, HxNode *body, const char *stream, int64 seq)
 	return hx_node_to_jsonb(ev, CurrentMemoryContext);
 }
 
-/* {"ref": true, "seq": n, "type": "...", "stream": "..."} */
+/*
+ * {"ref": true, "seq": n, "type": "...", "stream": "..."}, or without the
+ * stream when its name, escaped as JSON, would not fit NOTIFY's payload (a
+ * key of 1,400 control characters escapes to 8,400 bytes): NOTIFY would
+ * refuse it, and with it the write.  A hint that names no stream makes a
+ * follower read the heads of its streams on the channel, which is the
+ * stream's own (hx_stream_channel hashes a long name).
+ */
 static char *
 ref_payload(const char *stream, int64 seq, const char *type)
 {
 	StringInfoData buf;
+	int			before_stream;
 
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "{\"ref\": true, \"seq\": %lld, \"type\": ",
 					 (long long) seq);
 	escape_json(&buf, type);
+	before_stream = buf.len;
 	appendStringInfoString(&buf, ", \"stream\": ");
 	escape_json(&buf, stream);
+	if (buf.len + 1 >= HX_NOTIFY_PAYLOAD_MAX)
+	{
+		buf.len = before_stream;
+		buf.data[buf.len] = '\0';
+	}
 	appendStringInfoChar(&buf, '}');
 	return buf.data;
 }

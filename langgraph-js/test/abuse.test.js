@@ -178,7 +178,10 @@ test('hostile arguments of every type are InvalidParameterValue (22023), TypeNot
   const p = pool();
   t.after(() => p.end());
   const saver = new HxSaver(p, { schema });
-  const base = await saver.put({ configurable: { thread_id: 'args' } }, checkpoint({ n: 1 }), md, { n: 1 });
+  // a thread of this run's own: the schema stays from a run before on the
+  // same cluster, and list() below counts the thread's checkpoints
+  const thread = `args.${crypto.randomBytes(6).toString('hex')}`;
+  const base = await saver.put({ configurable: { thread_id: thread } }, checkpoint({ n: 1 }), md, { n: 1 });
   const throwing = { toString() { throw new Error('toString ran'); } };
   // values that are no key: each has its own way of failing when it is
   // turned into text or JSON (a NUL the server refuses with 22021, a
@@ -203,18 +206,18 @@ test('hostile arguments of every type are InvalidParameterValue (22023), TypeNot
   };
   /** @type {[string, (v: any) => Promise<unknown>][]} */
   const uses = [
-    ['getTuple checkpoint_id', (v) => saver.getTuple({ configurable: { thread_id: 'args', checkpoint_id: v } })],
-    ['list checkpoint_id', (v) => collect(saver.list({ configurable: { thread_id: 'args', checkpoint_id: v } }))],
-    ["list's before", (v) => collect(saver.list({ configurable: { thread_id: 'args' } }, { before: { configurable: { checkpoint_id: v } } }))],
+    ['getTuple checkpoint_id', (v) => saver.getTuple({ configurable: { thread_id: thread, checkpoint_id: v } })],
+    ['list checkpoint_id', (v) => collect(saver.list({ configurable: { thread_id: thread, checkpoint_id: v } }))],
+    ["list's before", (v) => collect(saver.list({ configurable: { thread_id: thread } }, { before: { configurable: { checkpoint_id: v } } }))],
     ['put hx_fork_of', (v) => saver.put({ configurable: { thread_id: 'args-fork', hx_fork_of: v } }, checkpoint({ n: 1 }), md, { n: 1 })],
     ['put hx_owner', (v) => saver.put({ configurable: { thread_id: 'args-owner', hx_owner: v } }, checkpoint({ n: 1 }), md, { n: 1 })],
-    ['putWrites checkpoint_id', (v) => saver.putWrites({ configurable: { thread_id: 'args', checkpoint_id: v } }, [['c', 1]], 'task')],
+    ['putWrites checkpoint_id', (v) => saver.putWrites({ configurable: { thread_id: thread, checkpoint_id: v } }, [['c', 1]], 'task')],
     ['release thread id', (v) => saver.release(v, 'token')],
-    ['release token', (v) => saver.release('args', v)],
+    ['release token', (v) => saver.release(thread, v)],
     ['ownerEpoch', (v) => saver.ownerEpoch(v)],
     ['finish thread id', (v) => saver.finish(v, 'run', 'success')],
-    ['finish run id', (v) => saver.finish('args', v, 'success')],
-    ['finish detail', (v) => saver.finish('args', 'run', 'error', v)],
+    ['finish run id', (v) => saver.finish(thread, v, 'success')],
+    ['finish detail', (v) => saver.finish(thread, 'run', 'error', v)],
     ['admissions', (v) => saver.admissions(v)],
   ];
   for (const [where, use] of uses) {
@@ -233,7 +236,7 @@ test('hostile arguments of every type are InvalidParameterValue (22023), TypeNot
   const calls = [
     ['put without a config', () => saver.put(/** @type {any} */ (null), checkpoint({}), md, {}), 'InvalidParameterValue', /config object/],
     ['put without a thread id', () => saver.put({ configurable: {} }, checkpoint({}), md, {}), 'InvalidParameterValue', /thread_id/],
-    ['put of no checkpoint', () => saver.put({ configurable: { thread_id: 'args' } }, /** @type {any} */ (undefined), md, {}), 'InvalidParameterValue', /checkpoint is an object/],
+    ['put of no checkpoint', () => saver.put({ configurable: { thread_id: thread } }, /** @type {any} */ (undefined), md, {}), 'InvalidParameterValue', /checkpoint is an object/],
     // a string spread into an object would be metadata of ten million keys
     ['put of metadata that is a string', () => saver.put({ configurable: { thread_id: 'args-md' } }, checkpoint({ n: 1 }), /** @type {any} */ ('x'.repeat(10_000_000)), { n: 1 }), 'InvalidParameterValue', /metadata is an object/],
     ['put of channel_values that are a string', () => saver.put({ configurable: { thread_id: 'args-cv' } }, { ...checkpoint({}), channel_values: /** @type {any} */ ('abc') }, md, {}), 'InvalidParameterValue', /channel_values/],
@@ -241,11 +244,11 @@ test('hostile arguments of every type are InvalidParameterValue (22023), TypeNot
     ['put of a new version that is NaN', () => saver.put({ configurable: { thread_id: 'args-nv' } }, checkpoint({ n: 1 }), md, { n: NaN }), 'InvalidParameterValue', /newVersions/],
     ['putWrites of writes that are no array', () => saver.putWrites(base, /** @type {any} */ ('xy'), 'task'), 'InvalidParameterValue', /\[channel, value\] pairs/],
     ['putWrites of a write that is no pair', () => saver.putWrites(base, /** @type {any} */ ([null]), 'task'), 'InvalidParameterValue', /\[channel, value\] pairs/],
-    ["list's filter of a string", () => collect(saver.list({ configurable: { thread_id: 'args' } }, { filter: /** @type {any} */ ('x'.repeat(100_000)) })), 'InvalidParameterValue', /filter is an object/],
-    ["list's limit of an object", () => collect(saver.list({ configurable: { thread_id: 'args' } }, { limit: /** @type {any} */ (throwing) })), 'InvalidParameterValue', /limit is a number/],
-    ['a run that ends in no outcome', () => saver.finish('args', 'run', /** @type {any} */ (10n)), 'InvalidParameterValue', /ends in one of/],
-    ["a run's input that JSON cannot hold", () => saver.admit('args', 'run-big', { n: 10n }), 'TypeNotAllowed', /input is JSON/],
-    ["a run's input that is a function", () => saver.admit('args', 'run-fn', () => 1), 'TypeNotAllowed', /input is JSON/],
+    ["list's filter of a string", () => collect(saver.list({ configurable: { thread_id: thread } }, { filter: /** @type {any} */ ('x'.repeat(100_000)) })), 'InvalidParameterValue', /filter is an object/],
+    ["list's limit of an object", () => collect(saver.list({ configurable: { thread_id: thread } }, { limit: /** @type {any} */ (throwing) })), 'InvalidParameterValue', /limit is a number/],
+    ['a run that ends in no outcome', () => saver.finish(thread, 'run', /** @type {any} */ (10n)), 'InvalidParameterValue', /ends in one of/],
+    ["a run's input that JSON cannot hold", () => saver.admit(thread, 'run-big', { n: 10n }), 'TypeNotAllowed', /input is JSON/],
+    ["a run's input that is a function", () => saver.admit(thread, 'run-fn', () => 1), 'TypeNotAllowed', /input is JSON/],
     ['a channel version the saver did not write', () => saver.getNextVersion(/** @type {any} */ ('abc.1')), 'InvalidParameterValue', /channel version/],
     ['a schema that is no string', () => new HxSaver(p, { schema: /** @type {any} */ (5) }), 'InvalidParameterValue', /schema/],
     ['a schema with a NUL', () => new HxSaver(p, { schema: 'a\u0000b' }), 'InvalidParameterValue', /schema/],
@@ -267,15 +270,15 @@ test('hostile arguments of every type are InvalidParameterValue (22023), TypeNot
 
   await t.test('keys longer than any stored are no row to a read, and too long to a write', async () => {
     const long = 'x'.repeat(300);
-    assert.equal(await saver.getTuple({ configurable: { thread_id: 'args', checkpoint_id: long } }), undefined);
-    assert.deepEqual(await collect(saver.list({ configurable: { thread_id: 'args', checkpoint_id: long } })), []);
+    assert.equal(await saver.getTuple({ configurable: { thread_id: thread, checkpoint_id: long } }), undefined);
+    assert.deepEqual(await collect(saver.list({ configurable: { thread_id: thread, checkpoint_id: long } })), []);
     assert.equal(await saver.ownerEpoch('t'.repeat(2000)), null);
     assert.equal(await saver.release('t'.repeat(2000), 'token'), false);
     assert.deepEqual(await saver.admissions('t'.repeat(2000)), []);
-    await assert.rejects(saver.put({ configurable: { thread_id: 'args', hx_fork_of: long } }, checkpoint({ n: 1 }), md, { n: 1 }), { name: 'ProgramLimitExceeded', code: '54000' });
-    await assert.rejects(saver.finish('args', long, 'success'), { name: 'ProgramLimitExceeded', code: '54000' });
+    await assert.rejects(saver.put({ configurable: { thread_id: thread, hx_fork_of: long } }, checkpoint({ n: 1 }), md, { n: 1 }), { name: 'ProgramLimitExceeded', code: '54000' });
+    await assert.rejects(saver.finish(thread, long, 'success'), { name: 'ProgramLimitExceeded', code: '54000' });
     // a bound of list() is compared, not stored: any length
-    assert.equal((await collect(saver.list({ configurable: { thread_id: 'args' } }, { before: { configurable: { checkpoint_id: 'z'.repeat(100_000) } } }))).length, 1);
+    assert.equal((await collect(saver.list({ configurable: { thread_id: thread } }, { before: { configurable: { checkpoint_id: 'z'.repeat(100_000) } } }))).length, 1);
     // and nothing of the refused calls was written
     const { rows } = await p.query(`SELECT thread_id FROM ${schema}.checkpoints WHERE thread_id LIKE 'args-%'`);
     assert.deepEqual(rows, []);

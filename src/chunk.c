@@ -67,9 +67,6 @@ static const Oid doc_types[DOC_NATTS] =
 static const Oid chunk_types[CHUNK_NATTS] =
 {INT8OID, INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID, JSONBOID};
 
-/* A segment below this many bytes is stored as it is, uncompressed */
-#define COMPRESS_MIN	256
-
 /* The extension's tables, opened and checked */
 static Relation
 open_table(const char *name, LOCKMODE mode, const Oid *types, int natts)
@@ -503,7 +500,6 @@ struct HxChunkWriter
 {
 	TableWriter doc;
 	TableWriter chunk;
-	char		method;			/* compression of segments */
 };
 
 static void
@@ -547,11 +543,6 @@ hx_chunk_writer_open(void)
 	PreventCommandIfReadOnly("writing an hxdoc value");
 	writer_open(&w->doc, "hx_doc", doc_types, DOC_NATTS);
 	writer_open(&w->chunk, "hx_chunk", chunk_types, CHUNK_NATTS);
-#ifdef USE_LZ4
-	w->method = TOAST_LZ4_COMPRESSION;
-#else
-	w->method = TOAST_PGLZ_COMPRESSION;
-#endif
 	return w;
 }
 
@@ -630,15 +621,8 @@ hx_chunk_insert_segment(HxChunkWriter *w, int64 doc, HxSegId *id, int32 n,
 						int32 refs, Jsonb *body)
 {
 	TupleTableSlot *slot = w->chunk.slot;
-	Datum		stored = PointerGetDatum(body);
+	Datum		stored = hx_compress_stored((struct varlena *) body);
 
-	if (VARSIZE(body) >= COMPRESS_MIN)
-	{
-		Datum		c = toast_compress_datum(PointerGetDatum(body), w->method);
-
-		if (DatumGetPointer(c) != NULL)
-			stored = c;
-	}
 	ExecClearTuple(slot);
 	slot->tts_values[0] = Int64GetDatum(doc);
 	slot->tts_values[1] = Int32GetDatum(id->node);

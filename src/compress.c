@@ -43,6 +43,29 @@
 
 PG_FUNCTION_INFO_V1(hx_compress);
 
+/*
+ * A value the extension writes into a narrow row of its own tables (a
+ * segment of hx_chunk, an event of hx_event), compressed in line when that
+ * saves anything: lz4 where PostgreSQL was built with it, else pglz.  A
+ * value below HX_COMPRESS_MIN bytes, or one that does not compress, comes
+ * back as it was.  The value is in memory, whole and uncompressed.
+ */
+Datum
+hx_compress_stored(struct varlena *value)
+{
+	Datum		compressed;
+
+	Assert(!VARATT_IS_EXTENDED(value));
+	if (VARSIZE(value) < HX_COMPRESS_MIN)
+		return PointerGetDatum(value);
+#ifdef USE_LZ4
+	compressed = toast_compress_datum(PointerGetDatum(value), TOAST_LZ4_COMPRESSION);
+#else
+	compressed = toast_compress_datum(PointerGetDatum(value), TOAST_PGLZ_COMPRESSION);
+#endif
+	return (DatumGetPointer(compressed) != NULL) ? compressed : PointerGetDatum(value);
+}
+
 Datum
 hx_compress(PG_FUNCTION_ARGS)
 {

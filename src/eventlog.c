@@ -770,7 +770,13 @@ hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 	values[0] = CStringGetTextDatum(stream);
 	values[1] = Int64GetDatum(seq);
 	values[2] = CStringGetTextDatum(type);
-	values[3] = JsonbPGetDatum(event);
+	/*
+	 * The event compressed in line (hx_compress_stored): a row of the log is
+	 * narrower than the 2 kB from which PostgreSQL would compress it, yet
+	 * its event (a patch with the values it adds) is most of its bytes, of
+	 * the log's WAL and of what the walsender reads.
+	 */
+	values[3] = hx_compress_stored((struct varlena *) event);
 	values[4] = TimestampTzGetDatum(created_at);
 
 	if (insert_direct(values, created_at))

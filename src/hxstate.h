@@ -59,6 +59,10 @@
 #define HX_MESSAGE_CLIP		200
 extern const char *hx_clip(const char *s);
 
+/* compress.c: below this many bytes a stored value is kept uncompressed */
+#define HX_COMPRESS_MIN		256
+extern Datum hx_compress_stored(struct varlena *value);
+
 /* catalog.c */
 extern void hx_catalog_init(void);
 extern uint64 hx_extension_invals(void);

@@ -188,6 +188,12 @@ for layout in hxdoc jsonb; do
 	R[$layout,dead_after]=$(table_bytes "$layout")
 	R[$layout,dead_state]=$(state_bytes "$layout")
 	R[$layout,dead_wal]=$(qv -c "SELECT round(sum(bytes)) FROM bench_wal WHERE layout = '$layout' AND size = 0")
+	# each append against the bound of 2 kB plus twice its event's bytes
+	# (append i is the session's event i + 1: its first is the INSERT's)
+	R[$layout,dead_over]=$(qv -F ' ' -c "SELECT round(avg(w.bytes)), max(w.bytes),
+	    count(*) FILTER (WHERE w.bytes > 2048 + 2 * octet_length(e.event::text)), count(e.seq)
+	  FROM bench_wal w LEFT JOIN hx_event e ON e.stream LIKE '%:s-0' AND e.seq = w.i + 1
+	 WHERE w.layout = '$layout' AND w.size = 0")
 done
 
 # and as an application writes them: each append a statement of its own
@@ -240,4 +246,9 @@ for layout in jsonb hxdoc; do
 		"$(awk -v a="${R[$layout,dead_after]}" -v b="${R[$layout,dead_state]}" 'BEGIN { printf "%.2f", a / b }')" \
 		"${R[$layout,dead_client_state]}" "${R[$layout,dead_client]}" \
 		"$(awk -v a="${R[$layout,dead_client]}" -v b="${R[$layout,dead_client_state]}" 'BEGIN { printf "%.2f", a / b }')"
+done
+echo
+for layout in jsonb hxdoc; do
+	read -r mean max over matched <<<"${R[$layout,dead_over]}"
+	echo "$layout, the $DEAD_APPENDS appends to a new session: WAL per append mean $mean B, largest $max B; over 2 kB plus twice the event's bytes: $over of $matched"
 done

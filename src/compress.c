@@ -48,15 +48,16 @@ PG_FUNCTION_INFO_V1(hx_compress);
  * segment of hx_chunk, an event of hx_event), compressed in line when that
  * saves anything: lz4 where PostgreSQL was built with it, else pglz.  A
  * value below HX_COMPRESS_MIN bytes, or one that does not compress, comes
- * back as it was.  The value is in memory, whole and uncompressed.
+ * back as it was, and so does one that is not in memory whole with a
+ * 4-byte header.
  */
 Datum
 hx_compress_stored(struct varlena *value)
 {
 	Datum		compressed;
 
-	Assert(!VARATT_IS_EXTENDED(value));
-	if (VARSIZE(value) < HX_COMPRESS_MIN)
+	/* one already compressed, toasted or with a short header: as it is */
+	if (VARATT_IS_EXTENDED(value) || VARSIZE(value) < HX_COMPRESS_MIN)
 		return PointerGetDatum(value);
 #ifdef USE_LZ4
 	compressed = toast_compress_datum(PointerGetDatum(value), TOAST_LZ4_COMPRESSION);

@@ -20,7 +20,6 @@ const { mintToken, tokenAuthorizer, messagesOf } = require('..');
 const DB = 'hx_gateway_browser';
 const KEY = 's-view';
 const STREAM = `sessions:${KEY}`;
-const CHROMIUM = process.env.HX_CHROMIUM || '/usr/bin/chromium';
 const ARTIFACTS = path.join(__dirname, '..', '..', 'test', 'artifacts');
 
 let db;
@@ -30,9 +29,8 @@ before(async () => {
 after(async () => { await db.end(); });
 
 test('chromium follows a session in the live view, across a gateway restart and a dropped connection', {
-  skip: fs.existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (apt-get install chromium; test/provision --ci installs it)`,
+  skip: t.noChromium(),
 }, async (tt) => {
-  const { chromium } = require('playwright-core');
   const lastEventIds = [];
   const check = tokenAuthorizer(t.SECRET);
   const options = {
@@ -51,13 +49,7 @@ test('chromium follows a session in the live view, across a gateway restart and 
   try {
     await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ($1, 'u-7', $2)`,
       [KEY, JSON.stringify({ messages: [{ type: 'human', id: 'h-1', content: 'build me a site' }], todos: [] })]);
-    context = await chromium.launchPersistentContext(dir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1280, height: 820 },
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync'],
-    });
+    context = await t.launchChromium(dir, { width: 1280, height: 820 });
     const page = await context.newPage();
     const blocked = [];
     page.on('console', (m) => { if (/Content Security Policy|Refused to/.test(m.text())) blocked.push(m.text()); });

@@ -28,7 +28,6 @@ const { chatServer } = require('../examples/chat');
 
 const DB = 'hx_gateway_chat_page';
 const KEY = 's-chat';
-const CHROMIUM = process.env.HX_CHROMIUM || '/usr/bin/chromium';
 const ARTIFACTS = path.join(__dirname, '..', '..', 'test', 'artifacts');
 const QUESTION = 'What is the weather in Paris?';
 const WORDS = 'Let me look up the weather in Paris — 🌥 — for you. '.split(/(?<= )/);
@@ -138,9 +137,8 @@ async function rowTranscript() {
 }
 
 test('the chat page streams an answer token by token, renders its tool call, survives reloads mid-message and ends with the row\'s conversation', {
-  skip: fs.existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (apt-get install chromium; test/provision --ci installs it)`,
+  skip: t.noChromium(),
 }, async (tt) => {
-  const { chromium } = require('playwright-core');
   const stepped = steppedAgent();
   const writer = new RunWriter({ pg: { database: DB }, flushMs: 5 });
   const server = chatServer({
@@ -154,13 +152,7 @@ test('the chat page streams an answer token by token, renders its tool call, sur
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hx-chromium-'));
   let context;
   try {
-    context = await chromium.launchPersistentContext(dir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      viewport: { width: 1000, height: 800 },
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync'],
-    });
+    context = await t.launchChromium(dir, { width: 1000, height: 800 });
     const page = await context.newPage();
     const blocked = [];
     const errors = [];

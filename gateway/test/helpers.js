@@ -168,4 +168,22 @@ function databaseUrl(db) {
   return `postgresql://${PGUSER || 'postgres'}@/${db}?host=${PGHOST || '/var/run/postgresql'}&port=${PGPORT || 5432}`;
 }
 
-module.exports = { ...h, h, SECRET, startGateway, childGateway, sse, ended, stateOf, parseBlocks, sessionsTable, gatewayDatabase, databaseUrl };
+// The browser tests' Chromium (Debian's; test/provision --ci installs it):
+// its path, why a test skips without it, and a headless one with a profile
+// of its own (dir), as playwright-core launches it
+const CHROMIUM = process.env.HX_CHROMIUM || '/usr/bin/chromium';
+const noChromium = () => (require('node:fs').existsSync(CHROMIUM) ? false
+  : `no browser at ${CHROMIUM} (apt-get install chromium; test/provision --ci installs it)`);
+function launchChromium(dir, viewport) {
+  const { chromium } = require('playwright-core');
+  return chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+}
+
+module.exports = { ...h, h, SECRET, startGateway, childGateway, sse, ended, stateOf, parseBlocks, sessionsTable, gatewayDatabase, databaseUrl,
+  CHROMIUM, noChromium, launchChromium };

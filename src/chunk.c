@@ -621,7 +621,7 @@ hx_chunk_insert_segment(HxChunkWriter *w, int64 doc, HxSegId *id, int32 n,
 						int32 refs, Jsonb *body)
 {
 	TupleTableSlot *slot = w->chunk.slot;
-	Datum		stored = hx_compress_stored((struct varlena *) body);
+	Datum		stored = hx_compress_stored((struct varlena *) body, HX_COMPRESS_MIN);
 
 	ExecClearTuple(slot);
 	slot->tts_values[0] = Int64GetDatum(doc);

@@ -47,17 +47,16 @@ PG_FUNCTION_INFO_V1(hx_compress);
  * A value the extension writes into a narrow row of its own tables (a
  * segment of hx_chunk, an event of hx_event), compressed in line when that
  * saves anything: lz4 where PostgreSQL was built with it, else pglz.  A
- * value below HX_COMPRESS_MIN bytes, or one that does not compress, comes
- * back as it was, and so does one that is not in memory whole with a
- * 4-byte header.
+ * value below min bytes, or one that does not compress, comes back as it
+ * was, and so does one that is not in memory whole with a 4-byte header.
  */
 Datum
-hx_compress_stored(struct varlena *value)
+hx_compress_stored(struct varlena *value, Size min)
 {
 	Datum		compressed;
 
 	/* one already compressed, toasted or with a short header: as it is */
-	if (VARATT_IS_EXTENDED(value) || VARSIZE(value) < HX_COMPRESS_MIN)
+	if (VARATT_IS_EXTENDED(value) || VARSIZE(value) < min)
 		return PointerGetDatum(value);
 #ifdef USE_LZ4
 	compressed = toast_compress_datum(PointerGetDatum(value), TOAST_LZ4_COMPRESSION);

@@ -59,9 +59,17 @@
 #define HX_MESSAGE_CLIP		200
 extern const char *hx_clip(const char *s);
 
-/* compress.c: below this many bytes a stored value is kept uncompressed */
+/*
+ * compress.c: below min bytes a stored value is kept uncompressed:
+ * HX_COMPRESS_MIN for a segment of a state, HX_LOG_COMPRESS_MIN for an
+ * event of the log.  Compressing costs a fixed 16 kB of lz4's table set up
+ * whatever the value's size (16,000 instructions for a 282-byte event,
+ * which it made 29 bytes smaller): an event, written once per change,
+ * pays that only where it saves a share worth it.
+ */
 #define HX_COMPRESS_MIN		256
-extern Datum hx_compress_stored(struct varlena *value);
+#define HX_LOG_COMPRESS_MIN	1024
+extern Datum hx_compress_stored(struct varlena *value, Size min);
 
 /* catalog.c */
 extern void hx_catalog_init(void);

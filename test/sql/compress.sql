@@ -67,20 +67,23 @@ SELECT (hx_compress(ROW(repeat('ab', 2000), 1)::record)::text) = (ROW(repeat('ab
 
 -- The log's events are stored compressed in line as well (lz4 where the
 -- server has it): an event row is narrower than the 2 kB from which
--- PostgreSQL compresses a row, but its event is most of its bytes.  A small
--- one (under 256 bytes) is stored as it is; every reader gets the event as
--- it was sent, and the state replays from it.
+-- PostgreSQL compresses a row, but its event is most of its bytes.  One
+-- under 1 kB (here a small delta, and one of 600 bytes) is stored as it is:
+-- compressing it would cost more than it saves.  Every reader gets the
+-- event as it was sent, and the state replays from it.
 SELECT hx_stream_send('@compressed', jsonb_build_object('type', 'STATE_SNAPSHOT', 'snapshot',
          jsonb_build_object('messages', jsonb_build_array(jsonb_build_object('content', repeat('the tool answered ', 80))))));
 SELECT hx_stream_send('@compressed', '{"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/step", "value": "act"}]}');
+SELECT hx_stream_send('@compressed', jsonb_build_object('type', 'STATE_DELTA', 'delta',
+         jsonb_build_array(jsonb_build_object('op', 'add', 'path', '/note', 'value', repeat('a note ', 80)))));
 SELECT seq, pg_column_size(event) < octet_length(event::text) / 4 AS compressed_small,
        pg_column_compression(event) IS NOT NULL AS compressed,
        event->>'type' AS type
   FROM hx_event WHERE stream = '@compressed' ORDER BY seq;
 SELECT event->'snapshot'->'messages'->0->>'content' = repeat('the tool answered ', 80) AS equal
   FROM hx_event WHERE stream = '@compressed' AND seq = 1;
-SELECT hx_stream_state_at('@compressed', 2) = jsonb_build_object('step', 'act', 'messages',
-         jsonb_build_array(jsonb_build_object('content', repeat('the tool answered ', 80)))) AS replays;
+SELECT hx_stream_state_at('@compressed', 3) = jsonb_build_object('step', 'act', 'note', repeat('a note ', 80),
+         'messages', jsonb_build_array(jsonb_build_object('content', repeat('the tool answered ', 80)))) AS replays;
 DELETE FROM hx_event WHERE stream = '@compressed';
 
 DROP TABLE narrow, wide;

@@ -52,3 +52,43 @@ ALTER TABLE :part DROP CONSTRAINT logcache_check;
 \unset part
 DROP FUNCTION logcache_writer();
 DELETE FROM hx_event WHERE stream LIKE '@logcache%';
+
+-- A stream's next seq: the backend remembers the last seq it found for a
+-- stream, and its next look reads the stream's events from there on.
+-- Where the stream's newest events have gone since (deleted, the log
+-- truncated), nothing is there: it looks again from the stream's start,
+-- and the next event follows the last that is left.  (Without that second
+-- look the next event took seq 1 again, a duplicate key.)
+SELECT hx_stream_send('@seqhint', jsonb_build_object('type', 'CUSTOM', 'name', 'e' || i)) AS seq
+  FROM generate_series(1, 5) i;
+DELETE FROM hx_event WHERE stream = '@seqhint' AND seq > 2;
+SELECT hx_stream_send('@seqhint', '{"type": "CUSTOM", "name": "after the delete"}') AS seq;
+DELETE FROM hx_event WHERE stream = '@seqhint';
+SELECT hx_stream_send('@seqhint', '{"type": "CUSTOM", "name": "a new start"}') AS seq;
+-- a rolled back event leaves its seq to the next
+BEGIN;
+SELECT hx_stream_send('@seqhint', '{"type": "CUSTOM", "name": "rolled back"}') AS seq;
+ROLLBACK;
+SELECT hx_stream_send('@seqhint', '{"type": "CUSTOM", "name": "kept"}') AS seq;
+-- the events of many streams in turn, more than the backend remembers
+-- (4,096), each stream's seqs still one after another (a commit every
+-- 1,000 events, each send holding its stream's lock to its commit)
+DO $$
+BEGIN
+	FOR i IN 0..14999 LOOP
+		PERFORM hx_stream_send('@seqhint-' || (i % 5000), '{"type": "CUSTOM", "name": "x"}');
+		IF i % 1000 = 999 THEN
+			COMMIT;
+		END IF;
+	END LOOP;
+END
+$$;
+SELECT count(*) AS events, count(DISTINCT stream) AS streams,
+       min(seq) AS first, max(seq) AS last,
+       bool_and(n = 3 AND top = 3) AS each_1_2_3
+  FROM (SELECT stream, seq, count(*) OVER w AS n, max(seq) OVER w AS top
+          FROM hx_event WHERE stream LIKE '@seqhint-%'
+        WINDOW w AS (PARTITION BY stream)) s;
+SELECT stream, seq, event->>'name' AS name FROM hx_event
+ WHERE stream = '@seqhint' ORDER BY seq;
+DELETE FROM hx_event WHERE stream LIKE '@seqhint%';

@@ -103,4 +103,20 @@ hx_exec_init_range_table(EState *estate, RangeTblEntry *rte)
 #define hx_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
 #endif
 
+/*
+ * The largest entry a btree of version 4 takes (a third of a page, less a
+ * heap TID's room): 18 made BTMaxItemSize a constant, 15 computes it from
+ * a page, whose size is BLCKSZ.
+ */
+#if PG_VERSION_NUM >= 180000
+#define HX_BT_MAX_ITEM_SIZE BTMaxItemSize
+#else
+#define HX_BT_MAX_ITEM_SIZE \
+	MAXALIGN_DOWN((BLCKSZ - \
+				   MAXALIGN(SizeOfPageHeaderData + \
+							3*sizeof(ItemIdData)  + \
+							3*sizeof(ItemPointerData)) - \
+				   MAXALIGN(sizeof(BTPageOpaqueData))) / 3)
+#endif
+
 #endif							/* HXSTATE_COMPAT_H */

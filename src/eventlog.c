@@ -38,6 +38,8 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/itup.h"
+#include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -850,6 +852,55 @@ insert_direct(Datum *values, TimestampTz created_at)
 	return true;
 }
 
+/*
+ * A stream's name is the first column of the log's key, and an entry of a
+ * btree takes at most a third of a page (2,704 bytes with 8 kB pages),
+ * compressed where it compresses.  A name too long for that is refused
+ * here, before anything of its event is written, with what it is: the
+ * btree's own error would advise indexing a hash of the value.  A name
+ * under HX_STREAM_NAME_FITS bytes always fits, and is not looked at.
+ */
+#define HX_STREAM_NAME_FITS 2048
+
+static void
+check_stream_name(const char *stream, Datum streamtext, int64 seq,
+				  TimestampTz created_at)
+{
+	Relation	heap;
+	Relation	index;
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		isnull[2] = {false, false};
+	IndexTuple	itup;
+	Size		size;
+
+	if (strlen(stream) < HX_STREAM_NAME_FITS)
+		return;
+	heap = table_open(bucket_relids[bucket_of_day(day_of(created_at))], AccessShareLock);
+	index = index_open(hx_primary_key_index(heap), AccessShareLock);
+	desc = RelationGetDescr(index);
+	/* the log's key, as the extension made it; any other is left to the insert */
+	if (desc->natts == 2 && TupleDescAttr(desc, 0)->atttypid == TEXTOID &&
+		TupleDescAttr(desc, 1)->atttypid == INT8OID)
+	{
+		values[0] = streamtext;
+		values[1] = Int64GetDatum(seq);
+		itup = index_form_tuple(desc, values, isnull);
+		size = MAXALIGN(IndexTupleSize(itup));
+		pfree(itup);
+		if (size > HX_BT_MAX_ITEM_SIZE)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("the name of stream \"%s\" is too long for the event log",
+							hx_clip(stream)),
+					 errdetail("The name is %zu bytes; its entry in the log's index would take %zu bytes, and an entry may take at most %zu.",
+							   strlen(stream), size, (Size) HX_BT_MAX_ITEM_SIZE),
+					 errhint("A table's stream is named after the table and the row's key: a row whose key is this long cannot be streamed.")));
+	}
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+}
+
 void
 hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 {
@@ -859,6 +910,7 @@ hx_log_insert(const char *stream, int64 seq, const char *type, Jsonb *event)
 	Assert(insert_plan != NULL);
 	values[0] = CStringGetTextDatum(stream);
 	values[1] = Int64GetDatum(seq);
+	check_stream_name(stream, values[0], seq, created_at);
 	values[2] = CStringGetTextDatum(type);
 	/*
 	 * The event compressed in line (hx_compress_stored): a row of the log is

@@ -43,3 +43,28 @@ SELECT hx_patch(doc, ops) IS NOT NULL FROM long_ops;
 RESET statement_timeout;
 \set VERBOSITY default
 DROP TABLE long_ops;
+
+-- A stream's name is the first column of the log's key, and a btree entry
+-- takes at most a third of a page (2,704 bytes).  A name longer than that
+-- (here 3,008 bytes of hex, which does not compress) stops with 54000 and
+-- says what it is, before anything is written; one that compresses into
+-- an entry (4,000 bytes of one letter) is logged, as it always was; and so
+-- is any name under 2,048 bytes.
+CREATE TABLE long_names AS
+  SELECT (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 94) i) AS hex;
+SELECT err($$SELECT hx_stream_send('@' || hex, '{"type": "CUSTOM", "name": "x"}') FROM long_names$$);
+SELECT hx_stream_send('@' || repeat('a', 4000), '{"type": "CUSTOM", "name": "x"}') AS seq;
+SELECT hx_stream_send('@' || left(hex, 2046), '{"type": "CUSTOM", "name": "x"}') AS seq FROM long_names;
+SELECT count(*) AS none_logged FROM hx_event WHERE stream = (SELECT '@' || hex FROM long_names);
+-- a table's stream is named after the table and the row's key: a row
+-- whose key fits the table's own index (2,690 bytes) but not, with the
+-- table's name, the log's, cannot be streamed, and is not written
+CREATE TABLE long_keys (id text PRIMARY KEY, state jsonb NOT NULL DEFAULT '{}');
+CREATE TRIGGER stream AFTER INSERT OR UPDATE OR DELETE ON long_keys
+  FOR EACH ROW EXECUTE FUNCTION hx_stream('state', 'id');
+SELECT err($$INSERT INTO long_keys (id) SELECT left(hex, 2690) FROM long_names$$);
+SELECT count(*) AS rows FROM long_keys;
+INSERT INTO long_keys (id) SELECT left(hex, 2000) FROM long_names;
+SELECT count(*) AS rows, (SELECT count(*) FROM hx_event WHERE stream LIKE 'long_keys:%') AS events FROM long_keys;
+DELETE FROM hx_event WHERE stream LIKE 'long_keys:%' OR stream LIKE '@%' AND length(stream) > 2000;
+DROP TABLE long_keys, long_names;

@@ -154,8 +154,10 @@ class AsyncHxSaver(BaseHxSaver):
         if key is not None:
             self._writing[key] = self._writing.get(key, 0) + 1
         try:
+            # encoded before the connection is taken
+            prepared = self._prepare_writes(config, writes, task_id, task_path)
             await self._run(
-                self._put_writes_steps(config, writes, task_id, task_path),
+                self._put_writes_steps(config, writes, task_id, task_path, prepared),
                 transaction=self._writes_need_transaction(writes),
             )
         except NonDeterministicRetry:

@@ -162,10 +162,22 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         on the thread's stream goes with."""
         return any(ch in WRITES_IDX_MAP for ch, _ in writes_)
 
-    def _put_writes_steps(
+    def _prepare_writes(
         self, config: RunnableConfig, writes_: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> writes.Prepared:
+        """A task's writes checked and encoded, before the connection is
+        taken (a put waiting for it waits the less)."""
+        return writes.prepare_writes(self, config, writes_, task_id, task_path)
+
+    def _put_writes_steps(
+        self,
+        config: RunnableConfig,
+        writes_: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+        prepared: writes.Prepared | None = None,
     ) -> Steps:
-        return writes.put_writes_steps(self, config, writes_, task_id, task_path)
+        return writes.put_writes_steps(self, config, writes_, task_id, task_path, prepared)
 
     def _get_steps(self, config: RunnableConfig) -> Steps:
         return read.get_steps(self, config)

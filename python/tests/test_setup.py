@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from langgraph.checkpoint.base import empty_checkpoint
 from psycopg import sql
 
 from hxstate.errors import NotOwner, UndefinedObject
@@ -122,3 +123,44 @@ async def test_async_setup_refuses_too(dsn: str, roles: None) -> None:
         await c.execute("SET ROLE hx_setup_saver")
         with pytest.raises(NotOwner):
             await AsyncHxSaver(c, schema="lg_squat_async").setup()
+
+
+PUT_ARGS = ("text, text, text, text, bytea, jsonb, json, json, bigint, integer, bigint, bigint, text, boolean, text, "
+            "boolean, jsonb, jsonb, text")
+
+
+def test_setup_brings_an_older_put_function_forward(conn: psycopg.Connection[Any]) -> None:
+    """A schema set up by a saver whose put_checkpoint() returned a set (its
+    RETURNS TABLE, as 0.6.0 made it): setup() replaces it with the function that
+    returns one row (a result type is not replaced in place), and puts go
+    on."""
+    conn.execute("DROP SCHEMA IF EXISTS lg_older CASCADE")
+    HxSaver(conn, schema="lg_older").setup()
+    conn.execute(f"DROP FUNCTION lg_older.put_checkpoint({PUT_ARGS})")
+    # the older function's form (its body: every put the saver's full way)
+    conn.execute(
+        f"CREATE FUNCTION lg_older.put_checkpoint({PUT_ARGS}) RETURNS TABLE (status text, seq bigint) "
+        "LANGUAGE sql AS $$ SELECT 'slow'::text, NULL::bigint $$"
+    )
+    saver = HxSaver(conn, schema="lg_older")
+    saver.setup()
+    retset = conn.execute(
+        "SELECT proretset FROM pg_proc WHERE oid = to_regprocedure(%s)", (f"lg_older.put_checkpoint({PUT_ARGS})",)
+    ).fetchone()
+    assert retset == (False,)
+    # setup() again leaves the function as it is
+    oid = conn.execute("SELECT to_regprocedure(%s)::oid", (f"lg_older.put_checkpoint({PUT_ARGS})",)).fetchone()
+    saver.setup()
+    assert conn.execute("SELECT to_regprocedure(%s)::oid", (f"lg_older.put_checkpoint({PUT_ARGS})",)).fetchone() == oid
+    config: Any = {"configurable": {"thread_id": "older", "checkpoint_ns": ""}}
+    for n in range(1, 4):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": [f"m{i}" for i in range(n)]}
+        cp["channel_versions"] = {"messages": n}
+        config = saver.put(config, cp, {"source": "loop", "step": n}, {"messages": n})
+    got = saver.get_tuple(config)
+    assert got is not None and got.checkpoint["channel_values"] == {"messages": ["m0", "m1", "m2"]}
+    # each published to the thread's stream
+    seqs = conn.execute("SELECT seq FROM lg_older.checkpoints ORDER BY checkpoint_id").fetchall()
+    assert len(seqs) == 3 and all(s[0] is not None for s in seqs)
+    conn.execute("DROP SCHEMA lg_older CASCADE")

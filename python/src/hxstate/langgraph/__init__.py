@@ -150,8 +150,11 @@ class HxSaver(BaseHxSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        # the statement is made first: its Python work overlaps the writes
+        # on the parent, which LangGraph stores in another thread
+        prepared = self._prepare_put(config, checkpoint, metadata, new_versions)
         self._writes_done(config)
-        result = self._run(self._fast_put_steps(config, checkpoint, metadata, new_versions), transaction=False)
+        result = self._run(self._fast_put_steps(config, checkpoint, metadata, new_versions, prepared), transaction=False)
         if result is SLOW:
             result = self._run(self._put_steps(config, checkpoint, metadata, new_versions))
         return cast(RunnableConfig, result)
@@ -185,8 +188,10 @@ class HxSaver(BaseHxSaver):
             if key is not None:
                 self._writing[key] = self._writing.get(key, 0) + 1
         try:
+            # encoded before the connection is taken
+            prepared = self._prepare_writes(config, writes, task_id, task_path)
             self._run(
-                self._put_writes_steps(config, writes, task_id, task_path),
+                self._put_writes_steps(config, writes, task_id, task_path, prepared),
                 transaction=self._writes_need_transaction(writes),
             )
         except NonDeterministicRetry:

@@ -125,6 +125,8 @@ class AsyncHxSaver(BaseHxSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        # the statement is made first, as HxSaver.put makes it
+        prepared = self._prepare_put(config, checkpoint, metadata, new_versions)
         key = checkpoint_key(config)
         if key is not None:
             async with self._writes_cond:
@@ -134,7 +136,9 @@ class AsyncHxSaver(BaseHxSaver):
                 raise RuntimeError(
                     f"the writes of a task at checkpoint {key[2]} were not stored, so the next checkpoint is not either"
                 ) from failed
-        result = await self._run(self._fast_put_steps(config, checkpoint, metadata, new_versions), transaction=False)
+        result = await self._run(
+            self._fast_put_steps(config, checkpoint, metadata, new_versions, prepared), transaction=False
+        )
         if result is SLOW:
             result = await self._run(self._put_steps(config, checkpoint, metadata, new_versions))
         return cast(RunnableConfig, result)
@@ -150,8 +154,10 @@ class AsyncHxSaver(BaseHxSaver):
         if key is not None:
             self._writing[key] = self._writing.get(key, 0) + 1
         try:
+            # encoded before the connection is taken
+            prepared = self._prepare_writes(config, writes, task_id, task_path)
             await self._run(
-                self._put_writes_steps(config, writes, task_id, task_path),
+                self._put_writes_steps(config, writes, task_id, task_path, prepared),
                 transaction=self._writes_need_transaction(writes),
             )
         except NonDeterministicRetry:

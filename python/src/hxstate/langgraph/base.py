@@ -132,10 +132,28 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
+        prepared: put.Prepared | None = None,
     ) -> Steps:
         """The put in one statement, no transaction of its own; put.SLOW
-        when _put_steps must do it (in a transaction)."""
-        return put.fast_put_steps(self, config, checkpoint, metadata, new_versions)
+        when _put_steps must do it (in a transaction).  ``prepared``: what
+        _prepare_put made of it."""
+        return put.fast_put_steps(self, config, checkpoint, metadata, new_versions, prepared)
+
+    def _prepare_put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> put.Prepared | None:
+        """A fast put's Python work, done before the put waits for its
+        parent's writes and the connection (it needs neither); None when
+        _fast_put_steps must do it (the server not asked yet, or the
+        parent's state not remembered: then it finds it SLOW)."""
+        server = self.sql.server
+        if server is None:
+            return None
+        return put.prepare_fast_put(self, server, config, checkpoint, metadata, new_versions)
 
     @staticmethod
     def _writes_need_transaction(writes_: Sequence[tuple[str, Any]]) -> bool:
@@ -144,10 +162,22 @@ class BaseHxSaver(BaseCheckpointSaver[Any]):
         on the thread's stream goes with."""
         return any(ch in WRITES_IDX_MAP for ch, _ in writes_)
 
-    def _put_writes_steps(
+    def _prepare_writes(
         self, config: RunnableConfig, writes_: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> writes.Prepared:
+        """A task's writes checked and encoded, before the connection is
+        taken (a put waiting for it waits the less)."""
+        return writes.prepare_writes(self, config, writes_, task_id, task_path)
+
+    def _put_writes_steps(
+        self,
+        config: RunnableConfig,
+        writes_: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+        prepared: writes.Prepared | None = None,
     ) -> Steps:
-        return writes.put_writes_steps(self, config, writes_, task_id, task_path)
+        return writes.put_writes_steps(self, config, writes_, task_id, task_path, prepared)
 
     def _get_steps(self, config: RunnableConfig) -> Steps:
         return read.get_steps(self, config)

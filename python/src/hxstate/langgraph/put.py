@@ -37,7 +37,7 @@ from hxstate.langgraph.steps import Context, Query, Steps, StepsOf
 from hxstate.langgraph.storage import checkpoint_of, dumps, pack
 from hxstate.langgraph.stream import checkpoint_event, internal, interrupt_items, public_state
 
-__all__ = ["FORK_KEY", "RUN_SOURCES", "SLOW", "fast_put_steps", "put_steps"]
+__all__ = ["FORK_KEY", "RUN_SOURCES", "SLOW", "Prepared", "fast_put_steps", "prepare_fast_put", "put_steps"]
 
 # sources of checkpoints that a run writes as it advances a thread; the
 # others ("update", "fork") are forks a user asked for
@@ -294,22 +294,35 @@ def publish_steps(ctx: Context, t: Target, parent: Parent, change: Change) -> St
 SLOW = object()
 
 
-def fast_put_steps(
+@dataclass
+class Prepared:
+    """A fast put worked out before it is sent: its statement's
+    parameters, and what the saver remembers of it once it is stored."""
+
+    t: Target
+    change: Change
+    row: Row
+    params: tuple[Any, ...]
+
+
+def prepare_fast_put(
     ctx: Context,
+    server: Server,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
-) -> Steps:
-    """A put whose parent is the head the saver remembers (a run going on),
-    or a root: in one statement, no transaction of its own (put_checkpoint()
-    in SQL: the lock, the checks, the event, the row).  Returns SLOW, having
-    written nothing, when put_steps must do it."""
+) -> Prepared | None:
+    """The Python work of a fast put, without the server (so that a saver
+    can do it before it waits for the parent's writes and the connection):
+    None when put_steps must do the put.  Only the checkpoint's keys are
+    checked; the parent's state is the head the saver remembers, which is
+    the state of that checkpoint whenever it is read (a checkpoint's
+    content never changes)."""
     t = Target.of(config, checkpoint, metadata)
-    server: Server = yield from ctx.sql.server_steps()
     base = ctx.heads.get(t.thread_id, t.ns) if t.parent else None
     if t.parent and (base is None or base.checkpoint_id != t.parent or not base.base_id):
-        return SLOW
+        return None
     change = new_state(ctx, t, new_versions, base)
     row = chain_row(ctx, t, Parent(base, base.base_id if base is not None else t.cid), change)
     # an encrypting saver publishes nothing: its events would be plaintext
@@ -320,31 +333,37 @@ def fast_put_steps(
     elif publish:
         root_state = dumps(public_state(change.state))
     bookkeeping = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
-    rows = yield Query(
-        ctx.sql.PUT_SQL,
-        {
-            "thread_id": t.thread_id,
-            "ns": t.ns,
-            "id": t.cid,
-            "parent": t.parent,
-            "packed": pack(dumps(bookkeeping), always=True),
-            "metadata": dumps(ctx.codec.encode(t.metadata)),
-            "delta": row.delta,
-            "snapshot": row.snapshot,
-            "chain_bytes": row.chain_bytes,
-            "chain_len": row.chain_len,
-            "snapshot_bytes": row.snapshot_bytes,
-            "state_bytes": row.state_bytes,
-            "base_id": row.base_id,
-            "run": t.metadata.get("source") in RUN_SOURCES,
-            "fork_of": t.fork_of,
-            "publish": publish,
-            "patch": patch,
-            "root_state": root_state,
-            "owner": t.owner,
-        },
-        True,
+    # in the order of put_checkpoint's arguments (sql.Statements.PUT_SQL)
+    params = (
+        t.thread_id, t.ns, t.cid, t.parent,
+        pack(dumps(bookkeeping), always=True),
+        dumps(ctx.codec.encode(t.metadata)),
+        row.delta, row.snapshot, row.chain_bytes, row.chain_len, row.snapshot_bytes, row.state_bytes, row.base_id,
+        t.metadata.get("source") in RUN_SOURCES, t.fork_of, publish, patch, root_state, t.owner,
     )
+    return Prepared(t, change, row, params)
+
+
+def fast_put_steps(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+    prepared: Prepared | None = None,
+) -> Steps:
+    """A put whose parent is the head the saver remembers (a run going on),
+    or a root: in one statement, no transaction of its own (put_checkpoint()
+    in SQL: the lock, the checks, the event, the row).  ``prepared``: its
+    Python work done already (prepare_fast_put).  Returns SLOW, having
+    written nothing, when put_steps must do it."""
+    if prepared is None:
+        server: Server = yield from ctx.sql.server_steps()
+        prepared = prepare_fast_put(ctx, server, config, checkpoint, metadata, new_versions)
+        if prepared is None:
+            return SLOW
+    t = prepared.t
+    rows = yield Query(ctx.sql.PUT_SQL, prepared.params, True)
     status: str = rows[0][0]
     if status == "slow":
         return SLOW
@@ -352,7 +371,7 @@ def fast_put_steps(
         raise refused(t.thread_id, t.owner, status.partition(":")[2] or None)
     if status.startswith("conflict:"):
         raise _conflict(t, status.partition(":")[2])
-    _remember(ctx, t, change, row)
+    _remember(ctx, t, prepared.change, prepared.row)
     return t.config()
 
 

@@ -356,63 +356,88 @@ def put_function(s: str, schema: str, server: Server) -> list[str]:
     send = f"{server.hx}.hx_stream_send" if server.publishing else f"{s}.publish"
     owner_lock = quote_literal(f"hxstate.langgraph.owner:{schema}")
     key = "c.thread_id = p_thread AND c.checkpoint_ns = p_ns"
+    args = ("text, text, text, text, bytea, jsonb, json, json, bigint, integer, bigint, bigint, text, boolean, text, "
+            "boolean, jsonb, jsonb, text")
     return [
+        # the savers of 0.6.0 made put_checkpoint return a set (RETURNS
+        # TABLE): a function's result type is not replaced, it is dropped
+        # first
+        f"""DO $$
+BEGIN
+    IF (SELECT p.proretset FROM pg_catalog.pg_proc p
+         WHERE p.oid = pg_catalog.to_regprocedure({quote_literal(f"{s}.put_checkpoint({args})")})) THEN
+        DROP FUNCTION {s}.put_checkpoint({args});
+    END IF;
+END
+$$""",
+        # The statements, each with a snapshot of its own (a VOLATILE
+        # plpgsql function's statement sees what committed before it,
+        # the lock's holder's included): the owner's lock; the owner; the
+        # thread's turn; then everything the checks read in one
+        # statement, after the turn is taken: the checkpoint and its
+        # parent (one index range scan from the older of the two: a run
+        # appending to the head reads the head), whether another writer
+        # continued the parent, whether a newer checkpoint is there, and
+        # the interrupts written at the parent and at the checkpoint.
         f"""CREATE OR REPLACE FUNCTION {s}.put_checkpoint(
     p_thread text, p_ns text, p_id text, p_parent text, p_packed bytea, p_metadata jsonb, p_delta json, p_snapshot json,
     p_chain_bytes bigint, p_chain_len integer, p_snapshot_bytes bigint, p_state_bytes bigint, p_base_id text,
-    p_run boolean, p_fork_of text, p_publish boolean, p_patch jsonb, p_root_state jsonb, p_owner text)
-RETURNS TABLE (status text, seq bigint)
+    p_run boolean, p_fork_of text, p_publish boolean, p_patch jsonb, p_root_state jsonb, p_owner text,
+    OUT status text, OUT seq bigint)
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_owner text;
+    v_epoch bigint;
+    v_exists boolean;
+    v_parent boolean;
     v_continued text;
-    v_newer boolean := false;
-    v_interrupted boolean := false;
+    v_newer boolean;
+    v_interrupted boolean;  -- interrupts were written at the parent
+    v_own_interrupts boolean;  -- and at the checkpoint
     v_event jsonb;
     v_seq bigint;
-    v_owner text;
 BEGIN
     -- the thread's owner, if it has one, waits for this write to end
     PERFORM pg_advisory_xact_lock_shared(hashtext({owner_lock}), hashtext(p_thread));
-    v_owner := (SELECT o.token FROM {s}.owners o WHERE o.thread_id = p_thread);
+    SELECT o.token, o.epoch INTO v_owner, v_epoch FROM {s}.owners o WHERE o.thread_id = p_thread;
     IF v_owner IS DISTINCT FROM p_owner THEN
-        RETURN QUERY SELECT 'owner:' || coalesce((SELECT o.epoch FROM {s}.owners o WHERE o.thread_id = p_thread)::text, ''),
-                            NULL::bigint;
+        status := 'owner:' || coalesce(v_epoch::text, '');
         RETURN;
     END IF;
     PERFORM pg_advisory_xact_lock(hashtext({lock}), hashtext(p_thread || chr(1) || p_ns));
-    IF EXISTS (SELECT FROM {s}.checkpoints c WHERE {key} AND c.checkpoint_id = p_id) THEN
-        RETURN QUERY SELECT 'exists'::text, NULL::bigint;
+    SELECT coalesce(bool_or(c.checkpoint_id = p_id), false),
+           coalesce(bool_or(c.checkpoint_id = p_parent), false),
+           min(c.checkpoint_id) FILTER (WHERE c.checkpoint_id > p_parent AND c.checkpoint_id <> p_id
+                                          AND c.parent_checkpoint_id = p_parent),
+           coalesce(bool_or(c.checkpoint_id > p_parent AND c.checkpoint_id <> p_id), false),
+           p_publish AND EXISTS (SELECT FROM {s}.writes w
+                                  WHERE w.thread_id = p_thread AND w.checkpoint_ns = p_ns AND w.checkpoint_id = p_parent
+                                    AND w.channel = '__interrupt__'),
+           p_publish AND EXISTS (SELECT FROM {s}.writes w
+                                  WHERE w.thread_id = p_thread AND w.checkpoint_ns = p_ns AND w.checkpoint_id = p_id
+                                    AND w.channel = '__interrupt__')
+      INTO v_exists, v_parent, v_continued, v_newer, v_interrupted, v_own_interrupts
+      FROM {s}.checkpoints c
+     WHERE {key} AND c.checkpoint_id >= least(p_parent, p_id)
+       AND (c.checkpoint_id = p_id OR c.checkpoint_id >= p_parent);
+    IF v_exists THEN
+        status := 'exists';
         RETURN;
     END IF;
     IF p_parent IS NOT NULL THEN
-        IF NOT EXISTS (SELECT FROM {s}.checkpoints c WHERE {key} AND c.checkpoint_id = p_parent) THEN
-            RETURN QUERY SELECT 'slow'::text, NULL::bigint;
+        IF NOT v_parent THEN
+            status := 'slow';
             RETURN;
         END IF;
-        IF p_run AND p_fork_of IS DISTINCT FROM p_parent THEN
-            SELECT c.checkpoint_id INTO v_continued FROM {s}.checkpoints c
-             WHERE {key} AND c.checkpoint_id > p_parent AND c.checkpoint_id <> p_id
-               AND c.parent_checkpoint_id = p_parent
-             LIMIT 1;
-            IF v_continued IS NOT NULL THEN
-                RETURN QUERY SELECT 'conflict:' || v_continued, NULL::bigint;
-                RETURN;
-            END IF;
-        END IF;
-        IF p_publish THEN
-            v_newer := EXISTS (SELECT FROM {s}.checkpoints c
-                                WHERE {key} AND c.checkpoint_id > p_parent AND c.checkpoint_id <> p_id);
-            v_interrupted := EXISTS (SELECT FROM {s}.writes w
-                                      WHERE w.thread_id = p_thread AND w.checkpoint_ns = p_ns
-                                        AND w.checkpoint_id = p_parent AND w.channel = '__interrupt__');
+        IF p_run AND p_fork_of IS DISTINCT FROM p_parent AND v_continued IS NOT NULL THEN
+            status := 'conflict:' || v_continued;
+            RETURN;
         END IF;
     END IF;
     IF p_publish THEN
-        IF v_newer OR EXISTS (SELECT FROM {s}.writes w
-                               WHERE w.thread_id = p_thread AND w.checkpoint_ns = p_ns
-                                 AND w.checkpoint_id = p_id AND w.channel = '__interrupt__') THEN
-            RETURN QUERY SELECT 'slow'::text, NULL::bigint;
+        IF v_newer OR v_own_interrupts THEN
+            status := 'slow';
             RETURN;
         END IF;
         IF p_parent IS NULL THEN
@@ -435,7 +460,8 @@ BEGIN
             {server.compressed("p_delta", DELTA_COMPRESSION)},
             {server.compressed("p_snapshot", SNAPSHOT_COMPRESSION)},
             p_chain_bytes, p_chain_len, p_snapshot_bytes, p_state_bytes, p_base_id, v_seq);
-    RETURN QUERY SELECT 'done'::text, v_seq;
+    status := 'done';
+    seq := v_seq;
 END
 $$""",
         f"COMMENT ON FUNCTION {s}.put_checkpoint(text, text, text, text, bytea, jsonb, json, json, bigint, integer, bigint, "

@@ -201,9 +201,12 @@ SELECT w.checkpoint_id, CASE WHEN w.snapshot IS NOT NULL THEN w.snapshot::text E
   FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
  WHERE e.extname = 'hxstate'"""
         self.PUBLISH_SQL = f"SELECT {s}.publish({s}.stream_name(%s), %s::jsonb)"
-        self.PUT_SQL = f"""SELECT * FROM {s}.put_checkpoint(%(thread_id)s, %(ns)s, %(id)s, %(parent)s, %(packed)s,
-    %(metadata)s::jsonb, %(delta)s::json, %(snapshot)s::json, %(chain_bytes)s, %(chain_len)s, %(snapshot_bytes)s,
-    %(state_bytes)s, %(base_id)s, %(run)s, %(fork_of)s, %(publish)s, %(patch)s::jsonb, %(root_state)s::jsonb, %(owner)s)"""
+        # put_checkpoint's arguments in order (put.prepare_fast_put):
+        # thread, ns, id, parent, packed, metadata, delta, snapshot,
+        # chain_bytes, chain_len, snapshot_bytes, state_bytes, base_id,
+        # run, fork_of, publish, patch, root_state, owner
+        self.PUT_SQL = f"""SELECT * FROM {s}.put_checkpoint(%s, %s, %s, %s, %s,
+    %s::jsonb, %s::json, %s::json, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)"""
         # a task's writes in one statement (put_writes() in SQL, no
         # transaction of their own): the indexes it stored, NULL for
         # another owner's thread

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -34,7 +35,7 @@ from hxstate.langgraph.steps import Context, Query, Steps
 from hxstate.langgraph.storage import dumps, pack, unpack
 from hxstate.langgraph.stream import interrupt_items
 
-__all__ = ["STATE_REF", "put_writes_steps", "resolve_write", "state_ref"]
+__all__ = ["STATE_REF", "Prepared", "prepare_writes", "put_writes_steps", "resolve_write", "state_ref"]
 
 #: the tag of a write stored as a reference into its checkpoint's state
 STATE_REF = "state"
@@ -43,13 +44,30 @@ STATE_REF = "state"
 Columns = tuple[list[int], list[str], list[str | None], list[bytes | None]]
 
 
-def put_writes_steps(
+@dataclass
+class Prepared:
+    """A task's writes encoded, as the statements take them, before the
+    connection is taken (prepare_writes)."""
+
+    key: tuple[str, str, str, str, str]  # thread, namespace, checkpoint, task, task path
+    regular: Columns
+    special: Columns
+    # each write's (channel, encoded value), by index
+    mine: dict[int, tuple[str, Any]]
+    # what is stored in place of a value, by index (a reference)
+    stored_as: dict[int, Any]
+    owner: str | None
+
+
+def prepare_writes(
     ctx: Context,
     config: RunnableConfig,
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-) -> Steps:
+) -> Prepared:
+    """The writes' keys checked and their values encoded (and packed, or
+    sealed): the Python work of put_writes, which needs no connection."""
     conf = config["configurable"]
     thread_id = check_key("thread id", str(conf["thread_id"]))
     ns = check_key("checkpoint namespace", str(conf.get("checkpoint_ns", "") or ""))
@@ -59,10 +77,8 @@ def put_writes_steps(
     regular: Columns = ([], [], [], [])
     special: Columns = ([], [], [], [])
     mine: dict[int, tuple[str, Any]] = {}
-    # what is stored in place of a value, by index (a reference)
     stored_as: dict[int, Any] = {}
-    head = ctx.heads.get(thread_id, ns)
-    start = head.state.get(START) if head is not None and head.checkpoint_id == cid else None
+    start = _start_of(ctx, thread_id, ns, cid)
     for i, (ch, value) in enumerate(writes):
         target = special if ch in WRITES_IDX_MAP else regular
         idx = WRITES_IDX_MAP.get(ch, i)
@@ -83,8 +99,32 @@ def put_writes_steps(
         target[2].append(None if packed is not None else text)
         target[3].append(packed)
         mine[idx] = (ch, enc)
-    key = (thread_id, ns, cid, task_id, task_path)
-    owner = owner_of(config)
+    return Prepared((thread_id, ns, cid, task_id, task_path), regular, special, mine, stored_as, owner_of(config))
+
+
+def put_writes_steps(
+    ctx: Context,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+    prepared: Prepared | None = None,
+) -> Steps:
+    """The writes stored (``prepared``: prepare_writes' work done already)."""
+    p = prepared if prepared is not None else prepare_writes(ctx, config, writes, task_id, task_path)
+    key, regular, special, mine, stored_as, owner = p.key, p.regular, p.special, p.mine, p.stored_as, p.owner
+    thread_id, ns, cid = key[0], key[1], key[2]
+    if ctx.sealer is None and len(stored_as) < len(regular[0]):
+        # the checkpoint's put may have ended since the writes were
+        # prepared (LangGraph runs both in threads of its own): a value
+        # its state holds is stored as a reference to it after all
+        start = _start_of(ctx, thread_id, ns, cid)
+        if start is not None:
+            for n, (idx, ch) in enumerate(zip(regular[0], regular[1])):
+                ref = None if idx in stored_as else state_ref(start, ch, mine[idx][1])
+                if ref is not None:
+                    stored_as[idx] = ref
+                    regular[2][n], regular[3][n] = dumps(ref), None
     if special[0]:
         # in a transaction (put_writes needs one for them): its ownership first
         yield from check_owner_steps(ctx, thread_id, owner)
@@ -142,6 +182,13 @@ def _publish_interrupts(ctx: Context, thread_id: str, cid: str) -> Steps:
 
 
 START = "__start__"
+
+
+def _start_of(ctx: Context, thread_id: str, ns: str, cid: str) -> Any:
+    """The ``__start__`` value (encoded) of checkpoint ``cid``'s state, when
+    it is the head the saver remembers."""
+    head = ctx.heads.get(thread_id, ns)
+    return head.state.get(START) if head is not None and head.checkpoint_id == cid else None
 
 
 def state_ref(start: Any, channel: str, enc: Any) -> dict[str, Any] | None:

@@ -30,6 +30,7 @@ from hxstate.langgraph import HxSaver
 from hxstate.langgraph.agui import run
 from hxstate.langgraph.live import LiveLog, LiveLogError, MessageEvents
 from paths import HERE, SRC, TOP
+from pgproxy import Proxy
 
 
 class Streaming(BaseChatModel):
@@ -368,3 +369,120 @@ def test_the_command_writes_the_run_live_with_live_and_not_without(dsn: str, sav
         types = [t for _, t, _, _ in log_of(conn, f"@langgraph:{thread}")]
         assert ("TEXT_MESSAGE_CONTENT" in types) is expect, types
         assert any(t.startswith("STATE_") for t in types)
+
+
+def pushed_events(n: int) -> list[dict[str, Any]]:
+    """n events no two of which join (each its own message), told apart by their text."""
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        out += [{"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"event {i} ü"},
+                {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"}]
+    return out
+
+
+def write_through(live: LiveLog, events: list[dict[str, Any]]) -> None:
+    """events a message (three events, one batch) at a time, each flushed."""
+    for i in range(0, len(events), 3):
+        live.push(events[i:i + 3], urgent=True)
+        live.flush()
+
+
+def logged(conn: psycopg.Connection[Any], stream: str) -> list[dict[str, Any]]:
+    """The stream's events, without what the log adds to them."""
+    return [{k: v for k, v in e.items() if k not in ("timestamp", "metadata")} for _, _, _, e in log_of(conn, stream)]
+
+
+@pytest.mark.parametrize(("at", "in_doubt"), [("statement", 0), ("commit", 1), ("swallow", 1)])
+def test_a_lost_connection_loses_and_repeats_no_event(dsn: str, conn: psycopg.Connection[Any], saver: HxSaver, at: str, in_doubt: int) -> None:
+    # the 3rd batch's connection is dropped: before its statement reaches the
+    # server ("statement"), right after its COMMIT was forwarded, the reply
+    # held back ("commit": in doubt, landed), or at its COMMIT, not forwarded
+    # ("swallow": in doubt, not landed).  Every event is in the stream once, in order.
+    proxy = Proxy(at, 3)
+    stream = f"@langgraph:lost-{at}-{uuid.uuid4()}"
+    events = pushed_events(6)
+    live = LiveLog(proxy.dsn(dsn), stream, retry_s=60, backoff_ms=(10, 200))
+    try:
+        write_through(live, events)
+    finally:
+        live.close()
+        proxy.close()
+    assert proxy.dropped == 1, "the proxy dropped the connection once"
+    assert live.stats["in_doubt"] == in_doubt
+    assert live.stats["retries"] >= 1
+    assert logged(conn, stream) == events
+    # the log's row of its batches is gone with it
+    assert conn.execute("SELECT count(*) FROM langgraph.live_batches WHERE stream = %s", (stream,)).fetchone() == (0,)
+
+
+def test_a_connection_that_never_comes_back_fails_the_run_after_the_retry_budget(
+        dsn: str, conn: psycopg.Connection[Any], saver: HxSaver) -> None:
+    proxy = Proxy("statement", 2, dead=True)
+    stream = f"@langgraph:dead-{uuid.uuid4()}"
+    events = pushed_events(3)
+    live = LiveLog(proxy.dsn(dsn), stream, retry_s=0.5, backoff_ms=(10, 100))
+    try:
+        with pytest.raises(LiveLogError, match="could not be written in 0.5 s"):
+            write_through(live, events)
+        with pytest.raises(LiveLogError):
+            live.push(events[3:])
+    finally:
+        live.close()
+        proxy.close()
+    assert live.stats["retries"] >= 1
+    # what was committed before the connection was lost is there, once, and nothing after it
+    assert logged(conn, stream) == events[:3]
+
+
+def test_a_statement_error_is_not_retried(dsn: str, saver: HxSaver) -> None:
+    # an event the log refuses (a stream name publish() does not take) fails the run at once, however long the budget
+    live = LiveLog(dsn, "not-a-log-stream", retry_s=3600)
+    live.push([{"type": "CUSTOM", "name": "x", "value": 1}], urgent=True)
+    with pytest.raises(LiveLogError):
+        live.flush()
+    live.close()
+    assert live.stats["retries"] == 0
+
+
+def test_abuse_publish_batch(dsn: str, conn: psycopg.Connection[Any], saver: HxSaver) -> None:
+    # what a caller of the saver's publish_batch() can hand it: each bad input a clear error, nothing written
+    stream = f"@langgraph:abuse-{uuid.uuid4()}"
+    writer = uuid.uuid4()
+    call = "SELECT langgraph.publish_batch(%s, %s::jsonb, %s, %s)"
+    bad: list[tuple[tuple[Any, ...], str]] = [
+        ((stream, '{"type": "CUSTOM"}', writer, 1), "22023"),      # not an array
+        ((stream, "null", writer, 1), "22023"),
+        ((stream, None, writer, 1), "22023"),
+        ((stream, '[{"type": "CUSTOM", "name": "x", "value": 1}]', None, 1), "22004"),   # no writer
+        ((stream, '[{"type": "CUSTOM", "name": "x", "value": 1}]', writer, None), "22004"),  # no batch number
+        ((None, '[{"type": "CUSTOM", "name": "x", "value": 1}]', writer, 1), "22004"),  # no stream
+    ]
+    for args, sqlstate in bad:
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute(call, args)
+        assert e.value.sqlstate == sqlstate, (args, e.value)
+    assert log_of(conn, stream) == []
+    # a writer's row names one stream: the same writer on another stream is refused, and writes nothing there
+    assert conn.execute(call, (stream, '[{"type": "CUSTOM", "name": "x", "value": 1}]', writer, 1)).fetchone()[0] is not None
+    other = f"@langgraph:abuse-other-{uuid.uuid4()}"
+    with pytest.raises(psycopg.Error) as e:
+        conn.execute(call, (other, '[{"type": "CUSTOM", "name": "x", "value": 2}]', writer, 2))
+    assert e.value.sqlstate == "22023"
+    assert log_of(conn, other) == []
+    assert conn.execute("SELECT stream, batch FROM langgraph.live_batches WHERE writer = %s", (writer,)).fetchone() == (stream, 1)
+    # a role that may use the schema but not write the log nor the saver's table: 42501, nothing written
+    role = f"live_probe_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"CREATE ROLE {role}")
+    conn.execute(f"GRANT USAGE ON SCHEMA langgraph TO {role}")
+    try:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL ROLE {role}")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with conn.transaction():
+                    conn.execute(call, (stream, '[{"type": "CUSTOM", "name": "x", "value": 3}]', uuid.uuid4(), 1))
+    finally:
+        conn.execute(f"REVOKE USAGE ON SCHEMA langgraph FROM {role}")
+        conn.execute(f"DROP ROLE {role}")
+    assert [e["value"] for _, _, _, e in log_of(conn, stream)] == [1]
+    conn.execute("DELETE FROM langgraph.live_batches WHERE writer = %s", (writer,))

@@ -37,8 +37,27 @@ Two parts:
   a message, in one batch, are logged as one ``TEXT_MESSAGE_CONTENT``
   "Hello").  So a token costs no commit of its own.  At most
   ``max_pending_bytes`` (4 MiB) wait: past it ``push()`` waits for the
-  writer.  A write that fails fails the run (``LiveLogError``, the next
-  ``push()`` or ``flush()`` raises it).
+  writer.
+
+  Each event is written once, whatever the connection does.  A batch is
+  one statement, the saver's ``publish_batch(stream, events, writer,
+  batch)``, which appends the events and records the batch's number for
+  this writer (a uuid) in the saver's table ``live_batches``, in the same
+  transaction.  A connection lost before COMMIT was sent committed
+  nothing: the batch goes again, after a backoff (``backoff_ms``, 100 ms
+  doubling to 5 s, each pause drawn from its upper half), on a new
+  connection.  A connection lost while COMMIT was in flight leaves the
+  commit in doubt: on a new connection the writer ends the old
+  connection's backend (``pg_terminate_backend``: the COMMIT may still be
+  on its way to it; once it is gone the outcome is settled), then reads
+  its row of ``live_batches``: the batch is sent again only if its number
+  is not there.  (The saver's role need not read the log: it reads its
+  own table.)  A transient error (SQLSTATE class 40 or 53, 55P03, 57014)
+  is tried again the same way.  The batch being retried counts toward
+  ``max_pending_bytes``.  A batch that goes on failing for ``retry_s``
+  (30), or a statement error (an event the database refuses, a
+  privilege), fails the run (``LiveLogError``, the next ``push()`` or
+  ``flush()`` raises it).  ``close()`` deletes the writer's row.
 
 The run (``agui.run`` with ``live``) writes a start marker (CUSTOM
 ``hxstate.run`` ``{runId, status: "started"}``), then the events, then an
@@ -58,9 +77,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import re
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -72,6 +93,7 @@ __all__ = [
     "FLUSH_MS",
     "MAX_BATCH_BYTES",
     "MAX_PENDING_BYTES",
+    "RETRY_S",
     "RUN_MARKER",
     "LiveLog",
     "LiveLogError",
@@ -88,6 +110,8 @@ RUN_MARKER = "hxstate.run"
 FLUSH_MS = 50
 MAX_BATCH_BYTES = 64 * 1024
 MAX_PENDING_BYTES = 4 * 1024 * 1024
+RETRY_S = 30.0
+BACKOFF_MS = (100, 5000)
 
 # the fragments that join, and the member that names their construct
 _FRAGMENTS = {"TEXT_MESSAGE_CONTENT": "messageId", "TOOL_CALL_ARGS": "toolCallId", "REASONING_MESSAGE_CONTENT": "messageId"}
@@ -279,8 +303,11 @@ class LiveLog:
 
     ``conninfo``: the database (a connection of the log's own: its commits
     are not the saver's); ``stream``: the log stream; ``schema``: the
-    saver's schema, whose ``publish(stream, event)`` appends an event (the
-    saver's own function, with the saver's privileges)."""
+    saver's schema, whose ``publish_batch(stream, events, writer, batch)``
+    appends a batch's events and records the batch (the saver's own
+    function, with the saver's privileges); ``retry_s``: how long a batch
+    may go on failing for a lost connection or a transient error before
+    the run fails."""
 
     def __init__(
         self,
@@ -291,17 +318,29 @@ class LiveLog:
         flush_ms: int = FLUSH_MS,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         max_pending_bytes: int = MAX_PENDING_BYTES,
+        retry_s: float = RETRY_S,
+        backoff_ms: tuple[int, int] = BACKOFF_MS,
     ) -> None:
         if flush_ms < 0 or max_batch_bytes < 1 or max_pending_bytes < max_batch_bytes:
             raise ValueError("flush_ms >= 0, max_batch_bytes >= 1, max_pending_bytes >= max_batch_bytes")
+        if not retry_s >= 0 or not 0 < backoff_ms[0] <= backoff_ms[1]:
+            raise ValueError("retry_s >= 0, 0 < backoff_ms[0] <= backoff_ms[1]")
         self.stream = stream
+        self._conninfo = conninfo
         self._flush_s = flush_ms / 1000
         self._max_batch = max_batch_bytes
         self._max_pending = max_pending_bytes
-        self._statement = sql.SQL(
-            "SELECT {}.publish(%s, e.value) FROM pg_catalog.jsonb_array_elements(%s::jsonb) AS e(value)"
-        ).format(sql.Identifier(schema))
-        self._conn = psycopg.connect(conninfo, autocommit=False, application_name="hxstate-agui-live")
+        self._retry_s = retry_s
+        self._backoff = (backoff_ms[0] / 1000, backoff_ms[1] / 1000)
+        self._writer = uuid.uuid4()   # names this log's row in live_batches
+        self._batch = 0               # the number of the last batch sent
+        q = sql.Identifier(schema)
+        self._statement = sql.SQL("SELECT {}.publish_batch(%s, %s::jsonb, %s, %s)").format(q)
+        self._landed_statement = sql.SQL("SELECT b.batch FROM {}.live_batches b WHERE b.writer = %s").format(q)
+        self._forget_statement = sql.SQL("DELETE FROM {}.live_batches WHERE writer = %s").format(q)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._backend: tuple[int, Any] | None = None   # the connection's backend: (pid, backend_start)
+        self._connect()  # a database that cannot be reached fails the run at once
         self._cond = threading.Condition()
         self._events: list[dict[str, Any]] = []
         self._bytes = 0
@@ -313,7 +352,7 @@ class LiveLog:
         self._error: LiveLogError | None = None
         self._closed = False
         self.published = True   # False once the saver's publish() said this hxstate has no log streams
-        self.stats = {"commits": 0, "events": 0, "pushes": 0}
+        self.stats = {"commits": 0, "events": 0, "pushes": 0, "retries": 0, "in_doubt": 0}
         self._thread = threading.Thread(target=self._loop, name="hxstate-live-log", daemon=True)
         self._thread.start()
 
@@ -372,7 +411,7 @@ class LiveLog:
             self._check()
 
     def close(self) -> None:
-        """Flush, then stop the writer and close its connection."""
+        """Flush, then stop the writer, forget its batches and close its connection."""
         try:
             if self._error is None:
                 self.flush()
@@ -381,13 +420,35 @@ class LiveLog:
                 self._closed = True
                 self._cond.notify_all()
             self._thread.join()
-            self._conn.close()
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                # (best effort: a row left behind names a log that is gone, and costs nothing but its bytes)
+                with contextlib.suppress(psycopg.Error):
+                    with conn.transaction():
+                        conn.execute(self._forget_statement, (self._writer,))
+                conn.close()
 
     def _check(self) -> None:
         if self._error is not None:
             raise self._error
         if self._closed:
             raise LiveLogError("the live log is closed")
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """The log's connection (a new one when the last was lost)."""
+        if self._conn is None or self._conn.closed:
+            self._conn = None
+            conn = psycopg.connect(self._conninfo, autocommit=False, application_name="hxstate-agui-live")
+            try:
+                row = conn.execute("SELECT a.backend_start FROM pg_catalog.pg_stat_activity a "
+                                   "WHERE a.pid = pg_catalog.pg_backend_pid()").fetchone()
+                conn.commit()
+            except BaseException:
+                conn.close()
+                raise
+            self._backend = (conn.info.backend_pid, row[0] if row else None)
+            self._conn = conn
+        return self._conn
 
     def _loop(self) -> None:
         while True:
@@ -405,15 +466,12 @@ class LiveLog:
                 batch, upto = self._events, self._pushed
                 self._inflight = self._bytes
                 self._events, self._bytes, self._since, self._urgent = [], 0, None, False
+            err = None
             try:
                 if self.published:
-                    with self._conn.transaction():
-                        rows = self._conn.execute(self._statement, (self.stream, json.dumps(batch))).fetchall()
-                    if rows and rows[0][0] is None:
-                        self.published = False  # this hxstate has no hx_stream_send: nothing to follow
+                    self._write(batch)
                     self.stats["commits"] += 1
                     self.stats["events"] += len(batch)
-                err = None
             except Exception as exc:  # noqa: BLE001 - the run gets it
                 err = LiveLogError(f"writing the run's events to {self.stream} failed: {exc}")
                 err.__cause__ = exc
@@ -427,6 +485,90 @@ class LiveLog:
                 self._cond.notify_all()
                 if err is not None:
                     return
+
+    def _write(self, batch: list[dict[str, Any]]) -> None:
+        """Commit batch once, whatever the connection does: a connection
+        lost before COMMIT was sent, or a transient error, and the batch
+        goes again; lost while COMMIT was in flight, and the batch goes
+        again only if live_batches says it did not land.  A statement
+        error, or ``retry_s`` of failures, raises."""
+        self._batch += 1
+        number = self._batch
+        text = json.dumps(batch)
+        deadline: float | None = None
+        delay = self._backoff[0]
+        in_doubt: tuple[int, Any] | None = None  # the backend that had the COMMIT
+        while True:
+            committing = False
+            try:
+                conn = self._connect()
+                if in_doubt is not None:
+                    if self._landed(conn, in_doubt, number):
+                        return
+                    in_doubt = None
+                row = conn.execute(self._statement, (self.stream, text, self._writer, number)).fetchone()
+                committing = True
+                conn.commit()
+                if row is not None and row[0] is None:
+                    self.published = False  # this hxstate has no hx_stream_send: nothing to follow
+                return
+            except psycopg.Error as exc:
+                lost = self._conn is None or self._conn.closed or self._conn.broken or _lost(exc.sqlstate)
+                if lost:
+                    if self._conn is not None:
+                        with contextlib.suppress(psycopg.Error):
+                            self._conn.close()
+                        self._conn = None
+                    if committing and in_doubt is None:
+                        self.stats["in_doubt"] += 1
+                        in_doubt = self._backend
+                elif _transient(exc.sqlstate):
+                    with contextlib.suppress(psycopg.Error):
+                        self._conn.rollback()  # type: ignore[union-attr]
+                else:
+                    with contextlib.suppress(psycopg.Error):
+                        self._conn.rollback()  # type: ignore[union-attr]
+                    raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._retry_s
+                if now >= deadline:
+                    raise LiveLogError(f"the batch could not be written in {self._retry_s:g} s: {exc}") from exc
+                self.stats["retries"] += 1
+                # capped, with full jitter in its upper half; never past the budget
+                pause = min(random.uniform(delay / 2, delay), deadline - now)
+                delay = min(delay * 2, self._backoff[1])
+                time.sleep(pause)
+
+    def _landed(self, conn: psycopg.Connection[Any], backend: tuple[int, Any] | None, number: int) -> bool:
+        """Did batch number land?  The backend that had its COMMIT is ended
+        first (its COMMIT may still be on its way to it: once it is gone,
+        the outcome is settled), then live_batches is read."""
+        if backend is not None and backend[1] is not None:
+            row = conn.execute(
+                "SELECT pg_catalog.bool_and(pg_catalog.pg_terminate_backend(a.pid, 5000)) FROM pg_catalog.pg_stat_activity a "
+                "WHERE a.pid = %s AND a.backend_start = %s", backend).fetchone()
+            if row is not None and row[0] is False:
+                conn.rollback()
+                raise psycopg.errors.LockNotAvailable("the connection that sent the COMMIT has not ended yet")
+        row = conn.execute(self._landed_statement, (self._writer,)).fetchone()
+        conn.commit()
+        return row is not None and row[0] == number
+
+
+_TRANSIENT = ("40", "53")
+
+
+def _lost(sqlstate: str | None) -> bool:
+    """An error that ends the connection (class 08, the server shutting down or starting)."""
+    return sqlstate is not None and (sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03"))
+
+
+def _transient(sqlstate: str | None) -> bool:
+    """An error that may pass (a serialization failure or deadlock, the
+    server short of resources, a lock not available, a statement
+    cancelled): the batch goes again."""
+    return sqlstate is not None and (sqlstate[:2] in _TRANSIENT or sqlstate in ("55P03", "57014"))
 
 
 def stream_items(items: Iterable[Any]) -> Iterable[tuple[str, Any]]:

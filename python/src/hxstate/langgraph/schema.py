@@ -150,6 +150,20 @@ $$""",
 )""",
         f"""COMMENT ON TABLE {s}.runs IS
     'runs admitted on LangGraph threads kept by HxSaver: what each was asked, and how it ended (NULL: not yet, or lost)'""",
+        # the last batch each live log (live.py's LiveLog) committed, in the
+        # transaction of the batch's events: a writer whose connection was
+        # lost while its COMMIT was in flight reads here whether it landed
+        # (the saver's role need not read the log); a log deletes its row
+        # when it closes
+        f"""CREATE TABLE {s}.live_batches (
+    writer uuid PRIMARY KEY,
+    stream text NOT NULL,
+    batch bigint NOT NULL,
+    seq bigint,
+    committed_at timestamptz NOT NULL DEFAULT now()
+)""",
+        f"""COMMENT ON TABLE {s}.live_batches IS
+    'the last batch of events each live log of a LangGraph run committed to its log stream (a commit in doubt is looked up here)'""",
     ]
 
 
@@ -234,6 +248,39 @@ AS $$ SELECT {quote_literal(prefix)} || p_thread_id $$""",
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$ {publish} $$""",
         f"COMMENT ON FUNCTION {s}.publish(text, jsonb) IS 'append an event to a thread''s log stream (NULL: this hxstate has no hx_stream_send)'",
+        # a live log's batch: its events appended in order, and the batch's
+        # number recorded for the writer in the same transaction
+        f"""CREATE OR REPLACE FUNCTION {s}.publish_batch(p_stream text, p_events jsonb, p_writer uuid, p_batch bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_seq bigint;
+    v_event jsonb;
+BEGIN
+    IF p_stream IS NULL OR p_writer IS NULL OR p_batch IS NULL THEN
+        RAISE EXCEPTION 'publish_batch takes a stream, a writer and a batch number'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF jsonb_typeof(p_events) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION 'a batch is a JSON array of events'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR v_event IN SELECT e.value FROM jsonb_array_elements(p_events) AS e(value) LOOP
+        v_seq := {s}.publish(p_stream, v_event);
+    END LOOP;
+    INSERT INTO {s}.live_batches AS b (writer, stream, batch, seq) VALUES (p_writer, p_stream, p_batch, v_seq)
+    ON CONFLICT (writer) DO UPDATE SET batch = excluded.batch, seq = excluded.seq, committed_at = now()
+     WHERE b.stream = excluded.stream;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'live log % writes another stream', p_writer
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN v_seq;
+END
+$$""",
+        f"COMMENT ON FUNCTION {s}.publish_batch(text, jsonb, uuid, bigint) IS "
+        "'append a live log''s batch of events to a thread''s log stream, and record the batch (NULL: this hxstate has no hx_stream_send)'",
         # a thread's head as its followers see it, read from the saver's
         # tables only (the saver's role need not read the log)
         f"""CREATE OR REPLACE FUNCTION {s}.head_states(keys text[])

@@ -443,6 +443,12 @@ def test_a_statement_error_is_not_retried(dsn: str, saver: HxSaver) -> None:
         live.flush()
     live.close()
     assert live.stats["retries"] == 0
+    # a schema the saver's setup() has not brought up to date (here: none) says so
+    live = LiveLog(dsn, f"@langgraph:{uuid.uuid4()}", schema="no_such_saver_schema", retry_s=3600)
+    live.push([{"type": "CUSTOM", "name": "x", "value": 1}], urgent=True)
+    with pytest.raises(LiveLogError, match=r"run the saver's setup\(\)"):
+        live.flush()
+    live.close()
 
 
 def test_abuse_publish_batch(dsn: str, conn: psycopg.Connection[Any], saver: HxSaver) -> None:
@@ -486,3 +492,24 @@ def test_abuse_publish_batch(dsn: str, conn: psycopg.Connection[Any], saver: HxS
         conn.execute(f"DROP ROLE {role}")
     assert [e["value"] for _, _, _, e in log_of(conn, stream)] == [1]
     conn.execute("DELETE FROM langgraph.live_batches WHERE writer = %s", (writer,))
+
+
+def test_max_pending_bytes_bounds_what_waits_while_the_writer_retries(dsn: str, conn: psycopg.Connection[Any], saver: HxSaver) -> None:
+    # the connection is lost for good at the 2nd batch: while the writer retries, push() waits at
+    # max_pending_bytes (4000: a few 500-byte events), and raises once the retry budget is spent
+    proxy = Proxy("statement", 2, dead=True)
+    stream = f"@langgraph:bound-retry-{uuid.uuid4()}"
+    live = LiveLog(proxy.dsn(dsn), stream, flush_ms=0, max_batch_bytes=1000, max_pending_bytes=4000, retry_s=1, backoff_ms=(10, 100))
+    accepted = 0
+    try:
+        live.push([{"type": "CUSTOM", "name": "first", "value": 0}], urgent=True)
+        live.flush()
+        with pytest.raises(LiveLogError, match="could not be written"):
+            for i in range(1000):
+                live.push([{"type": "CUSTOM", "name": "x", "value": "v" * 450}])
+                accepted += 1
+    finally:
+        live.close()
+        proxy.close()
+    assert accepted <= 4000 // 450 + 2, f"{accepted} events of 500 bytes were taken past a 4000-byte bound"
+    assert [e["name"] for e in logged(conn, stream)] == ["first"]

@@ -528,6 +528,10 @@ class LiveLog:
                 else:
                     with contextlib.suppress(psycopg.Error):
                         self._conn.rollback()  # type: ignore[union-attr]
+                    if exc.sqlstate in ("3F000", "42883", "42P01"):
+                        raise LiveLogError(
+                            f"the saver's schema has no publish_batch() or live_batches: run the saver's setup() ({exc})"
+                        ) from exc
                     raise
                 now = time.monotonic()
                 if deadline is None:

@@ -4,7 +4,7 @@
 # machine's load does not move, where pgbench's log32 ratios (bench/pgbench.sh)
 # spread by a tenth from round to round on a shared 2-core machine.
 #
-# The statement is bench/pgbench/update.sql's (a tool call of an agent's
+# The statement is bench/pgbench/update.sql's, as it is (a tool call of an agent's
 # session: hx_merge of a counter and a field, the pending tool, the phase)
 # on the README's sessions table with 1,000 sessions, each UPDATE its own
 # transaction, in two configurations of bench/pgbench/setup.sql:
@@ -44,25 +44,17 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/hxstate-logcost.XXXXXX")
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 
-# the statements: N UPDATEs of update.sql's shape, random sessions, seeded
+# the statements: N of bench/pgbench/update.sql's, its \set variables
+# drawn here (random sessions, seeded: the same sequence each time)
 statements() {					# n
-	python3 - "$1" <<'EOF'
-import random, sys
+	python3 - "$1" "$top/bench/pgbench/update.sql" <<'EOF'
+import random, re, sys
+lines = open(sys.argv[2]).read().splitlines()
+body = " ".join(l for l in lines if l.strip() and not l.startswith(("--", "\\"))).rstrip(";")
 random.seed(7)
-tools = ["search", "read_file", "run_tests", "edit"]
 for i in range(int(sys.argv[1])):
-    sid = random.randint(1, 1000)
-    tool = tools[random.randint(0, 3)]
-    print(
-        "UPDATE sessions SET updated_at = now(), state = hx_merge(state, jsonb_build_array("
-        "'{\"op\": \"increment\", \"path\": \"/stats/tool_calls\", \"by\": 1}'::jsonb, "
-        f"jsonb_build_object('op', 'replace', 'path', '/last_tool', 'value', '{tool}'))), "
-        "pending_tool = CASE WHEN pending_tool IS NULL "
-        f"THEN jsonb_build_object('id', 'toolu_{i}', 'name', 'run_tests') END, "
-        "phase = hx_next_phase('agent_session', phase, CASE phase WHEN 'chatting' THEN 'start_build' "
-        "WHEN 'building' THEN 'todo_done_build' WHEN 'verifying' THEN 'publish' ELSE 'open_existing' END) "
-        f"WHERE session_id = 's-{sid:04d}';"
-    )
+    values = {"id": random.randint(1, 1000), "tool": random.randint(1, 4), "call": i}
+    print(re.sub(r"(?<!:):(id|tool|call)\b", lambda m: str(values[m.group(1)]), body) + ";")
 EOF
 }
 statements 300 >"$work/300.sql"

@@ -521,12 +521,9 @@ hx_log_last(const char *stream, int64 *last_seq, TimestampTz *last_at)
 	hx_log_prepare();
 	Assert(insert_plan != NULL);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	if (!probe_ring(streamtext, from, snapshot, &last, &at) && from > 0 &&
-		!probe_ring(streamtext, 0, snapshot, &last, &at))
-	{
-		last = 0;
-		at = DT_NOBEGIN;
-	}
+	/* nothing at or above the hint: the stream from its start */
+	if (!probe_ring(streamtext, from, snapshot, &last, &at) && from > 0)
+		(void) probe_ring(streamtext, 0, snapshot, &last, &at);
 	UnregisterSnapshot(snapshot);
 	remember_seq(hash, last);
 	*last_seq = last;

@@ -494,6 +494,42 @@ def test_abuse_publish_batch(dsn: str, conn: psycopg.Connection[Any], saver: HxS
     conn.execute("DELETE FROM langgraph.live_batches WHERE writer = %s", (writer,))
 
 
+def test_a_crashed_writers_row_is_swept_and_an_idle_writers_comes_back(dsn: str, conn: psycopg.Connection[Any], saver: HxSaver) -> None:
+    with pytest.raises(ValueError, match="retry_s"):
+        LiveLog(dsn, "@langgraph:x", retry_s=3601)
+    # two writers' rows: one crashed two days ago, one alive but idle for a day and a half (its last batch then)
+    idle = LiveLog(dsn, f"@langgraph:idle-{uuid.uuid4()}", retry_s=60)
+    idle.push([{"type": "CUSTOM", "name": "x", "value": 1}], urgent=True)
+    idle.flush()
+    crashed = uuid.uuid4()
+    recent = uuid.uuid4()
+    conn.execute("INSERT INTO langgraph.live_batches (writer, stream, batch, seq, committed_at) VALUES "
+                 "(%s, '@langgraph:gone', 7, 7, now() - interval '2 days'), (%s, '@langgraph:recent', 3, 3, now() - interval '23 hours')",
+                 (crashed, recent))
+    conn.execute("UPDATE langgraph.live_batches SET committed_at = now() - interval '36 hours' WHERE writer = %s", (idle._writer,))
+    # a new log starts: the rows no batch wrote for a day go, the others stay
+    fresh = LiveLog(dsn, f"@langgraph:fresh-{uuid.uuid4()}")
+    try:
+        left = {r[0] for r in conn.execute("SELECT writer FROM langgraph.live_batches WHERE writer = ANY(%s)",
+                                           ([crashed, recent, idle._writer],)).fetchall()}
+        assert left == {recent}
+        # the idle writer's next batch writes its row again, numbered on from its last: nothing lost, nothing twice
+        idle.push([{"type": "CUSTOM", "name": "x", "value": 2}], urgent=True)
+        idle.flush()
+        assert conn.execute("SELECT batch FROM langgraph.live_batches WHERE writer = %s", (idle._writer,)).fetchone() == (2,)
+        assert [e["value"] for _, _, _, e in log_of(conn, idle.stream)] == [1, 2]
+    finally:
+        idle.close()
+        fresh.close()
+        conn.execute("DELETE FROM langgraph.live_batches WHERE writer = %s", (recent,))
+    # a schema without the table: the sweep says nothing, the first batch names setup()
+    live = LiveLog(dsn, f"@langgraph:{uuid.uuid4()}", schema="no_such_saver_schema")
+    live.push([{"type": "CUSTOM", "name": "x", "value": 1}], urgent=True)
+    with pytest.raises(LiveLogError, match=r"run the saver's setup\(\)"):
+        live.flush()
+    live.close()
+
+
 def test_max_pending_bytes_bounds_what_waits_while_the_writer_retries(dsn: str, conn: psycopg.Connection[Any], saver: HxSaver) -> None:
     # the connection is lost for good at the 2nd batch: while the writer retries, push() waits at
     # max_pending_bytes (4000: a few 500-byte events), and raises once the retry budget is spent

@@ -57,7 +57,14 @@ Two parts:
   ``max_pending_bytes``.  A batch that goes on failing for ``retry_s``
   (30), or a statement error (an event the database refuses, a
   privilege), fails the run (``LiveLogError``, the next ``push()`` or
-  ``flush()`` raises it).  ``close()`` deletes the writer's row.
+  ``flush()`` raises it).  ``retry_s`` is at most an hour
+  (``RETRY_S_MAX``).  ``close()`` deletes the writer's row.
+
+  A writer that crashed leaves its row behind: each new log deletes the
+  rows no batch has written for a day (``STALE_AFTER``).  That is safe for
+  a writer still alive, however idle: its row is read only to settle a
+  commit in doubt, within ``retry_s`` of that commit, whose batch wrote
+  the row anew; and a batch whose row is gone inserts it again.
 
 The run (``agui.run`` with ``live``) writes a start marker (CUSTOM
 ``hxstate.run`` ``{runId, status: "started"}``), then the events, then an
@@ -111,6 +118,12 @@ FLUSH_MS = 50
 MAX_BATCH_BYTES = 64 * 1024
 MAX_PENDING_BYTES = 4 * 1024 * 1024
 RETRY_S = 30.0
+#: the longest retry budget: well inside STALE_AFTER, so that a row a
+#: commit in doubt is settled by is never one a sweep deletes
+RETRY_S_MAX = 3600.0
+#: a row of live_batches no batch has written for this long is a crashed
+#: writer's: each new log deletes such rows
+STALE_AFTER = "1 day"
 BACKOFF_MS = (100, 5000)
 
 # the fragments that join, and the member that names their construct
@@ -323,8 +336,8 @@ class LiveLog:
     ) -> None:
         if flush_ms < 0 or max_batch_bytes < 1 or max_pending_bytes < max_batch_bytes:
             raise ValueError("flush_ms >= 0, max_batch_bytes >= 1, max_pending_bytes >= max_batch_bytes")
-        if not retry_s >= 0 or not 0 < backoff_ms[0] <= backoff_ms[1]:
-            raise ValueError("retry_s >= 0, 0 < backoff_ms[0] <= backoff_ms[1]")
+        if not 0 <= retry_s <= RETRY_S_MAX or not 0 < backoff_ms[0] <= backoff_ms[1]:
+            raise ValueError(f"0 <= retry_s <= {RETRY_S_MAX:g}, 0 < backoff_ms[0] <= backoff_ms[1]")
         self.stream = stream
         self._conninfo = conninfo
         self._flush_s = flush_ms / 1000
@@ -338,9 +351,12 @@ class LiveLog:
         self._statement = sql.SQL("SELECT {}.publish_batch(%s, %s::jsonb, %s, %s)").format(q)
         self._landed_statement = sql.SQL("SELECT b.batch FROM {}.live_batches b WHERE b.writer = %s").format(q)
         self._forget_statement = sql.SQL("DELETE FROM {}.live_batches WHERE writer = %s").format(q)
+        self._sweep_statement = sql.SQL(
+            "DELETE FROM {}.live_batches WHERE committed_at < pg_catalog.now() - %s::interval").format(q)
         self._conn: psycopg.Connection[Any] | None = None
         self._backend: tuple[int, Any] | None = None   # the connection's backend: (pid, backend_start)
         self._connect()  # a database that cannot be reached fails the run at once
+        self._sweep()
         self._cond = threading.Condition()
         self._events: list[dict[str, Any]] = []
         self._bytes = 0
@@ -427,6 +443,16 @@ class LiveLog:
                     with conn.transaction():
                         conn.execute(self._forget_statement, (self._writer,))
                 conn.close()
+
+    def _sweep(self) -> None:
+        """Delete the rows of crashed writers (no batch for STALE_AFTER).
+        Best effort, as close()'s: a schema without the table (the saver's
+        setup() not run since) is reported by the first batch, a lost
+        connection is opened again by it."""
+        conn = self._connect()
+        with contextlib.suppress(psycopg.Error):
+            with conn.transaction():
+                conn.execute(self._sweep_statement, (STALE_AFTER,))
 
     def _check(self) -> None:
         if self._error is not None:

@@ -1,10 +1,10 @@
 --
 -- probe7a: hxdoc, hx_store, hx_store_gc and the log's stream-name limit
--- under an abuse probe of 0.7.0's surfaces.  Sections 1 to 5 failed on
+-- under an abuse probe of 0.7.0's surfaces.  Sections 1 to 6 failed on
 -- hxstate's code of 2026-11-28 (each says what it did); each asserts what
 -- a user depends on: a value stays whole and readable, storage that no
 -- row holds is reclaimed, a damaged side table gives an error and never a
--- wrong value, and a limit is named in its message.  Section 6 holds
+-- wrong value, and a limit is named in its message.  Section 7 holds
 -- guards of cases the probe found right.
 --
 -- (err() is defined in setup.sql)
@@ -134,8 +134,30 @@ SELECT regexp_replace(split_part(err($$SELECT hx_stream_send('@' || repeat('a', 
 DROP TABLE p7_names;
 \set VERBOSITY default
 
+-- 6. hx_store checked how it fires (BEFORE, FOR EACH ROW) but not on
+-- what: a trigger without DELETE left every deleted row's document
+-- behind; one with UPDATE OF another column, or a WHEN that skips some
+-- rows, let an UPDATE copy a value in pieces into another row without
+-- firing (the two rows then shared one document, as with a disabled
+-- trigger) or leave a large value in line.  Refused when a row fires
+-- (39P01, as a trigger of the wrong timing is), nothing stored.
+CREATE TABLE p7_events (id int PRIMARY KEY, state hxdoc NOT NULL, other int);
+CREATE TRIGGER p7_events_store BEFORE INSERT OR UPDATE ON p7_events
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state');
+SELECT left(err($$INSERT INTO p7_events VALUES (1, probe7a_doc(300))$$), 5) AS without_delete;
+DROP TRIGGER p7_events_store ON p7_events;
+CREATE TRIGGER p7_events_store BEFORE INSERT OR UPDATE OF other OR DELETE ON p7_events
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state');
+SELECT left(err($$INSERT INTO p7_events VALUES (2, probe7a_doc(300))$$), 5) AS update_of_another_column;
+DROP TRIGGER p7_events_store ON p7_events;
+CREATE TRIGGER p7_events_store BEFORE INSERT OR UPDATE OR DELETE ON p7_events
+  FOR EACH ROW WHEN (current_setting('probe7a.skip', true) IS NULL) EXECUTE FUNCTION hx_store('state');
+SELECT left(err($$INSERT INTO p7_events VALUES (3, probe7a_doc(300))$$), 5) AS with_when;
+SELECT count(*) AS rows, (SELECT count(*) FROM hx_doc WHERE rel = 'p7_events'::regclass) AS documents FROM p7_events;
+DROP TABLE p7_events;
+
 -- ---------------------------------------------------------------------
--- 6. Guards: what the probe found right
+-- 7. Guards: what the probe found right
 -- ---------------------------------------------------------------------
 
 -- a role that may read a table copies its values into a table of its

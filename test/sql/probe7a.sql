@@ -1,10 +1,10 @@
 --
 -- probe7a: hxdoc, hx_store, hx_store_gc and the log's stream-name limit
--- under an abuse probe of 0.7.0's surfaces.  Sections 1 to 6 failed on
+-- under an abuse probe of 0.7.0's surfaces.  Sections 1 to 7 failed on
 -- hxstate's code of 2026-11-28 (each says what it did); each asserts what
 -- a user depends on: a value stays whole and readable, storage that no
 -- row holds is reclaimed, a damaged side table gives an error and never a
--- wrong value, and a limit is named in its message.  Section 7 holds
+-- wrong value, and a limit is named in its message.  Section 8 holds
 -- guards of cases the probe found right.
 --
 -- (err() is defined in setup.sql)
@@ -156,8 +156,45 @@ SELECT left(err($$INSERT INTO p7_events VALUES (3, probe7a_doc(300))$$), 5) AS w
 SELECT count(*) AS rows, (SELECT count(*) FROM hx_doc WHERE rel = 'p7_events'::regclass) AS documents FROM p7_events;
 DROP TABLE p7_events;
 
+-- 7. A deferred constraint trigger (hx_lock_once on a member of the
+-- state, or one of the user's that reads OLD) of a row written three
+-- times in a transaction: at COMMIT it reads the first write's OLD and
+-- NEW, whose replaced segments the later writes of the same transaction
+-- had deleted, and the COMMIT failed with XH401 (a jsonb column commits).
+-- The segments a transaction replaced stay until a later transaction
+-- writes the row, so that its deferred triggers read its values.
+CREATE TABLE p7_deferred (id int PRIMARY KEY, state hxdoc NOT NULL);
+CREATE TRIGGER p7_deferred_store BEFORE INSERT OR UPDATE OR DELETE ON p7_deferred
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state');
+CREATE CONSTRAINT TRIGGER p7_deferred_lock AFTER INSERT OR UPDATE ON p7_deferred
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hx_lock_once('state:/project');
+CREATE TABLE p7_audit (old_first text, new_first text);
+CREATE FUNCTION p7_audit_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO p7_audit VALUES (OLD.state -> 'messages' -> 0 ->> 't', NEW.state -> 'messages' -> 0 ->> 't');
+	RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER p7_deferred_audit AFTER UPDATE ON p7_deferred
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION p7_audit_row();
+INSERT INTO p7_deferred SELECT 1, probe7a_doc(300) || '{"project": "p1"}';
+BEGIN;
+UPDATE p7_deferred SET state = jsonb_set(state, '{messages,0,t}', '"a"');
+UPDATE p7_deferred SET state = jsonb_set(state, '{messages,0,t}', '"b"');
+UPDATE p7_deferred SET state = jsonb_set(state, '{messages,0,t}', '"c"');
+COMMIT;
+SELECT state -> 'messages' -> 0 ->> 't' AS first, state ->> 'project' AS project FROM p7_deferred;
+SELECT * FROM p7_audit ORDER BY new_first;
+-- the guard still refuses what it guards (XH101), when it runs
+BEGIN;
+UPDATE p7_deferred SET state = jsonb_set(state, '{messages,0,t}', '"d"');
+UPDATE p7_deferred SET state = jsonb_set(state, '{project}', '"p2"');
+SELECT left(err($$SET CONSTRAINTS ALL IMMEDIATE$$), 5) AS changed_project;
+ROLLBACK;
+DROP TABLE p7_deferred, p7_audit;
+DROP FUNCTION p7_audit_row();
+
 -- ---------------------------------------------------------------------
--- 7. Guards: what the probe found right
+-- 8. Guards: what the probe found right
 -- ---------------------------------------------------------------------
 
 -- a role that may read a table copies its values into a table of its

@@ -210,6 +210,32 @@ copy_stored(Datum d)
 	return copy;
 }
 
+static void
+error_segment(HxSegment *s)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("segment (%d, %lld, %lld) of an hxdoc document cannot be read",
+					s->id.node, (long long) s->id.seg, (long long) s->id.gen),
+			 errdetail("Its bytes are not the %d bytes of jsonb, holding %d elements or members, that its row of hx_chunk says.",
+					   s->rawlen, s->n)));
+}
+
+/*
+ * A segment's body is what its row says: s->rawlen bytes of jsonb whose
+ * root holds s->n elements or members (1: a string's piece).  Readers size
+ * what they build from the row, so a row of hx_chunk changed by hand must
+ * not reach them.
+ */
+static void
+check_body(HxSegment *s, Jsonb *body)
+{
+	if (VARSIZE(body) != (Size) s->rawlen ||
+		VARSIZE(body) < VARHDRSZ + sizeof(uint32) ||
+		JB_ROOT_COUNT(body) != (uint32) s->n)
+		error_segment(s);
+}
+
 /*
  * Every segment of doc that snapshot sees, in key order (node, seg, gen),
  * with its body (detoasted and decompressed into the current memory
@@ -254,6 +280,7 @@ hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode)
 			s->body = hx_detoast_jsonb(values[7]);
 			if ((Pointer) s->body == DatumGetPointer(values[7]))
 				s->body = (Jsonb *) copy_stored(values[7]);
+			check_body(s, s->body);
 		}
 		else if (mode == HX_READ_LAZY)
 			s->datum = copy_stored(values[7]);
@@ -270,17 +297,6 @@ hx_chunk_read_segments(int64 doc, Snapshot snapshot, HxReadMode mode)
 	systable_endscan(scan);
 	table_close(heap, AccessShareLock);
 	return segs;
-}
-
-static void
-error_segment(HxSegment *s)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("segment (%d, %lld, %lld) of an hxdoc document cannot be read",
-					s->id.node, (long long) s->id.seg, (long long) s->id.gen),
-			 errdetail("Its bytes are not the %d bytes of jsonb its row of hx_chunk says.",
-					   s->rawlen)));
 }
 
 /*
@@ -349,6 +365,7 @@ hx_segment_load(void *segment, char *dest)
 			error_segment(s);
 		memcpy(dest, v, s->rawlen);
 	}
+	check_body(s, (Jsonb *) dest);
 }
 
 /* A segment's body, decompressed now if it was read lazily */

@@ -359,7 +359,7 @@ error_stale(HxDocChunked *c)
 			 errmsg("hxdoc value of document %lld, generation %lld, is no longer stored",
 					(long long) c->doc, (long long) c->gen),
 			 errdetail("Later writes of its row replaced its pieces, or its row was deleted; a value one generation behind its row's can still be read."),
-			 errhint("A value read from a table with an hxdoc column belongs to its row: cast it to jsonb (value::jsonb) to keep it.")));
+			 errhint("A value read from a table with an hxdoc column belongs to its row: cast it to jsonb (value::jsonb) to keep it, or to copy it into a table or column without the hx_store trigger.")));
 }
 
 /* Does the value list the segment as dead? */
@@ -425,6 +425,7 @@ hx_image_load(HxDocHead *head, Snapshot snapshot, HxDocImage *img, HxReadMode mo
 			ns = &img->nodes[img->nnodes++];
 			ns->node = s->id.node;
 			ns->nsegs = 0;
+			ns->placed = false;
 			ns->segs = palloc(sizeof(HxSegment *) * Max(list_length(segs), 1));
 		}
 		/* two versions of a segment: the older one is one a later write purged */
@@ -570,6 +571,13 @@ node_tree(HxDocImage *img, int32 node)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("document %lld has no segments of node %d at generation %lld",
 						(long long) img->doc, node, (long long) img->gen)));
+	/* each node has one place in its document: one held twice is damage */
+	if (ns->placed)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("node %d of document %lld is held by two placeholders, or by one inside itself",
+						node, (long long) img->doc)));
+	ns->placed = true;
 	first = hx_segment_body(ns->segs[0]);
 	if (JB_ROOT_IS_SCALAR(first))
 		return string_tree(img, node, ns);

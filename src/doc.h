@@ -130,6 +130,7 @@ typedef struct HxNodeSegs
 	int32		node;
 	int			nsegs;
 	HxSegment **segs;
+	bool		placed;			/* a read has put it in the tree it builds */
 } HxNodeSegs;
 
 /* A document's segments, as one generation of it sees them */

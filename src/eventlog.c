@@ -44,6 +44,7 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/toast_internals.h"
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
@@ -880,11 +881,27 @@ check_stream_name(const char *stream, Datum streamtext, int64 seq,
 	if (desc->natts == 2 && TupleDescAttr(desc, 0)->atttypid == TEXTOID &&
 		TupleDescAttr(desc, 1)->atttypid == INT8OID)
 	{
-		values[0] = streamtext;
-		values[1] = Int64GetDatum(seq);
-		itup = index_form_tuple(desc, values, isnull);
-		size = MAXALIGN(IndexTupleSize(itup));
-		pfree(itup);
+		/*
+		 * The name as index_form_tuple() would store it: compressed when
+		 * that makes it smaller.  An entry past the largest index_form_tuple()
+		 * can form is sized here, so that its error is ours too.
+		 */
+		Datum		compressed = toast_compress_datum(streamtext,
+													  TupleDescAttr(desc, 0)->attcompression);
+		Size		namesize = VARSIZE_ANY(DatumGetPointer(compressed != (Datum) 0 ? compressed : streamtext));
+
+		if (compressed != (Datum) 0)
+			pfree(DatumGetPointer(compressed));
+		if (namesize + MAXALIGN(sizeof(IndexTupleData)) + sizeof(int64) > INDEX_SIZE_MASK)
+			size = MAXALIGN(sizeof(IndexTupleData)) + MAXALIGN(namesize) + sizeof(int64);
+		else
+		{
+			values[0] = streamtext;
+			values[1] = Int64GetDatum(seq);
+			itup = index_form_tuple(desc, values, isnull);
+			size = MAXALIGN(IndexTupleSize(itup));
+			pfree(itup);
+		}
 		if (size > HX_BT_MAX_ITEM_SIZE)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

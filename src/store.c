@@ -136,6 +136,7 @@ typedef struct Store
 	List	   *killed;			/* HxSegId *: replaced by this generation */
 	List	   *later;			/* Deferred *: kept nodes to compare */
 	int			written;		/* segments written */
+	bool		keep_dead;		/* carry the stored generation's dead over */
 } Store;
 
 /* A kept node whose new value is compared once the plan is made */
@@ -1390,14 +1391,30 @@ open_old(Store *st, HxDocHead *old)
 	st->have_old = true;
 }
 
-/* The segments the stored generation replaced go now (img->dead) */
+/*
+ * The segments the stored generation replaced (img->dead) go now, or, when
+ * st->keep_dead, are listed as dead in the new generation too, to go with
+ * its own at the next write that does not keep them (see hx_store()).
+ */
 static void
 purge_dead(Store *st)
 {
 	ListCell   *lc;
 
 	foreach(lc, st->old.dead)
-		hx_chunk_delete_segment(st->w, &((HxSegment *) lfirst(lc))->tid);
+	{
+		HxSegment  *s = (HxSegment *) lfirst(lc);
+
+		if (st->keep_dead)
+		{
+			HxSegId    *id = palloc(sizeof(HxSegId));
+
+			*id = s->id;
+			st->killed = lappend(st->killed, id);
+		}
+		else
+			hx_chunk_delete_segment(st->w, &s->tid);
+	}
 }
 
 static void
@@ -1555,6 +1572,35 @@ hx_store(PG_FUNCTION_ARGS)
 	args = hx_trigger_args(fcinfo, trigdata, parse_store_args);
 	check_last(trigdata, args);
 
+	/*
+	 * It must see every write of its columns: an update it does not fire
+	 * for (UPDATE OF other columns, a WHEN condition) could give a row
+	 * another row's document, and a delete it does not fire for would
+	 * leave the row's document behind.
+	 */
+	{
+		int16		tgtype = trigdata->tg_trigger->tgtype;
+		const char *why = NULL;
+
+		if (!TRIGGER_FOR_INSERT(tgtype))
+			why = "It does not fire on INSERT.";
+		else if (!TRIGGER_FOR_UPDATE(tgtype))
+			why = "It does not fire on UPDATE.";
+		else if (!TRIGGER_FOR_DELETE(tgtype))
+			why = "It does not fire on DELETE.";
+		else if (trigdata->tg_trigger->tgnattr > 0)
+			why = "It fires on UPDATE OF some columns only.";
+		else if (trigdata->tg_trigger->tgqual != NULL)
+			why = "It has a WHEN condition.";
+		if (why != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+					 errmsg("trigger \"%s\" must be BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW",
+							trigdata->tg_trigger->tgname),
+					 errdetail_internal("%s", why),
+					 errhint("It must see every write of its columns: one it does not see could leave two rows sharing a document, or a deleted row's document behind.")));
+	}
+
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 		newtup = trigdata->tg_trigtuple;
 	else if (TRIGGER_FIRED_BY_UPDATE(ev))
@@ -1619,6 +1665,19 @@ hx_store(PG_FUNCTION_ARGS)
 		st.rel = RelationGetRelid(rel);
 		st.att = attnum;
 		st.tgname = trigdata->tg_trigger->tgname;
+
+		/*
+		 * The value the stored one replaced (the old row's value's
+		 * predecessor) is still read by a pending AFTER trigger event of
+		 * this transaction, when the old row version is this transaction's
+		 * and the table has events pending: a deferred constraint trigger
+		 * (hx_lock_once, say) reads at COMMIT the OLD row of this
+		 * transaction's earlier update.  Its segments are then kept, until
+		 * a write of a later transaction.
+		 */
+		st.keep_dead = oldtup != NULL &&
+			TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(oldtup->t_data)) &&
+			AfterTriggerPendingOnRel(RelationGetRelid(rel));
 
 		if (newtup == NULL || newnull)
 		{

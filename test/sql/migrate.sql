@@ -93,7 +93,7 @@ CREATE TRIGGER wrong_from BEFORE INSERT ON wrong FOR EACH ROW EXECUTE FUNCTION h
 SELECT err($$INSERT INTO wrong (a) VALUES ('{}')$$);
 -- a role without UPDATE on the table cannot backfill it
 DROP TRIGGER wrong_from ON wrong;
-CREATE TRIGGER wrong_from BEFORE INSERT OR UPDATE ON wrong FOR EACH ROW EXECUTE FUNCTION hx_store('a', 'from=j');
+CREATE TRIGGER wrong_from BEFORE INSERT OR UPDATE OR DELETE ON wrong FOR EACH ROW EXECUTE FUNCTION hx_store('a', 'from=j');
 CREATE ROLE regress_hx_migrator;
 GRANT SELECT ON wrong TO regress_hx_migrator;
 SET ROLE regress_hx_migrator;

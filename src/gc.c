@@ -24,6 +24,8 @@
 
 #include "access/htup_details.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
@@ -186,11 +188,44 @@ collect(Oid only)
 
 PG_FUNCTION_INFO_V1(hx_store_gc);
 
+/*
+ * hx_store_gc(table regclass DEFAULT NULL) -> bigint: the documents of the
+ * table (of each of its partitions, for a partitioned table), or of every
+ * table (NULL), that no row holds, deleted; how many.
+ */
 Datum
 hx_store_gc(PG_FUNCTION_ARGS)
 {
+	Oid			rel;
+	char		relkind;
+
 	PreventCommandIfReadOnly("hx_store_gc()");
-	PG_RETURN_INT64(collect(PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0)));
+	if (PG_ARGISNULL(0))
+		PG_RETURN_INT64(collect(InvalidOid));
+	rel = PG_GETARG_OID(0);
+	relkind = get_rel_relkind(rel);
+	if (relkind == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", rel),
+				 errhint("hx_store_gc() takes a table, or NULL for every table.")));
+	if (relkind == RELKIND_PARTITIONED_TABLE)
+	{
+		List	   *parts = find_all_inheritors(rel, AccessShareLock, NULL);
+		ListCell   *lc;
+		int64		deleted = 0;
+
+		foreach(lc, parts)
+			if (get_rel_relkind(lfirst_oid(lc)) == RELKIND_RELATION)
+				deleted += collect(lfirst_oid(lc));
+		PG_RETURN_INT64(deleted);
+	}
+	if (relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", get_rel_name(rel)),
+				 errdetail("hx_store_gc() collects the documents that hx_store stored for the rows of a table.")));
+	PG_RETURN_INT64(collect(rel));
 }
 
 PG_FUNCTION_INFO_V1(hx_store_dropped);

@@ -272,6 +272,19 @@ SELECT count(*) AS documents FROM hx_doc
  WHERE rel IN ('p7_schema.a'::regclass, 'p7_schema.p1'::regclass, 'p7_dom'::regclass);
 SELECT oid AS p7_a, 'p7_schema.p1'::regclass::oid AS p7_p1, 'p7_dom'::regclass::oid AS p7_dom FROM pg_class
  WHERE oid = 'p7_schema.a'::regclass \gset
+-- hx_store_gc() of a partitioned table collects its partitions' (the
+-- row deleted with its trigger disabled: one document no row holds); a
+-- relation that is not a table, or no relation, is an error, not 0
+ALTER TABLE p7_schema.p DISABLE TRIGGER p_store;
+DELETE FROM p7_schema.p;
+ALTER TABLE p7_schema.p ENABLE TRIGGER p_store;
+SELECT hx_store_gc('p7_schema.p') AS collected_of_partitions;
+CREATE VIEW p7_schema.v AS SELECT * FROM p7_schema.a;
+CREATE SEQUENCE p7_schema.s;
+SELECT err($$SELECT hx_store_gc('p7_schema.v')$$) AS view,
+       err($$SELECT hx_store_gc('p7_schema.s')$$) AS sequence,
+       err($$SELECT hx_store_gc('p7_schema.a_pkey')$$) AS index,
+       err($$SELECT hx_store_gc(0)$$) AS no_relation;
 DROP SCHEMA p7_schema CASCADE;
 DROP DOMAIN p7_state CASCADE;
 SELECT count(*) AS documents_left FROM hx_doc WHERE rel IN (:p7_a, :p7_p1, :p7_dom);

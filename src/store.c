@@ -282,6 +282,13 @@ parse_store_args(TriggerData *trigdata, MemoryContext cxt)
 		{
 			int			namelen = (int) (eq - arg);
 
+			/* an option given twice: which one was meant is not known */
+			for (int k = 0; k < i; k++)
+				if (strncmp(tg->tgargs[k], arg, namelen + 1) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_HX_MALFORMED),
+							 errmsg("option \"%.*s\" is given twice in trigger \"%s\"",
+									Min(namelen, 64), arg, tg->tgname)));
 			if (namelen == 9 && strncmp(arg, "threshold", 9) == 0)
 				args->threshold = parse_bytes(tg, "threshold", eq + 1, 256, 1 << 20);
 			else if (namelen == 7 && strncmp(arg, "segment", 7) == 0)

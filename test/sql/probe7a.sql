@@ -160,6 +160,11 @@ DROP TRIGGER p7_events_store ON p7_events;
 CREATE TRIGGER p7_events_store BEFORE INSERT OR UPDATE OR DELETE ON p7_events
   FOR EACH ROW WHEN (current_setting('probe7a.skip', true) IS NULL) EXECUTE FUNCTION hx_store('state');
 SELECT left(err($$INSERT INTO p7_events VALUES (3, probe7a_doc(300))$$), 5) AS with_when;
+-- an option given twice (which one was meant is not known): 22023
+DROP TRIGGER p7_events_store ON p7_events;
+CREATE TRIGGER p7_events_store BEFORE INSERT OR UPDATE OR DELETE ON p7_events
+  FOR EACH ROW EXECUTE FUNCTION hx_store('state', 'threshold=4096', 'threshold=256');
+SELECT err($$INSERT INTO p7_events VALUES (4, probe7a_doc(300))$$) AS option_twice;
 SELECT count(*) AS rows, (SELECT count(*) FROM hx_doc WHERE rel = 'p7_events'::regclass) AS documents FROM p7_events;
 DROP TABLE p7_events;
 

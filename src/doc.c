@@ -245,11 +245,16 @@ hxdoc_recv(PG_FUNCTION_ARGS)
 	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
 	Jsonb	   *jb;
 
-	if (buf->cursor >= buf->len || buf->data[buf->cursor] != 1)
+	if (buf->cursor >= buf->len)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("hxdoc binary value is empty"),
+				 errdetail("Its binary format is jsonb's: version 1, then the JSON text.")));
+	if (buf->data[buf->cursor] != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 				 errmsg("unsupported hxdoc binary format version %d",
-						buf->cursor < buf->len ? (int) (unsigned char) buf->data[buf->cursor] : -1),
+						(int) (unsigned char) buf->data[buf->cursor]),
 				 errdetail("Its binary format is jsonb's: version 1, then the JSON text.")));
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_recv, PointerGetDatum(buf)));
 	PG_RETURN_POINTER(hx_doc_make_inline(jb));

@@ -30,6 +30,9 @@
 // (closers(): the END events, newest first), so that its RUN_FINISHED is
 // one the verifier takes.
 //
+// What a state holds is bounded in bytes (maxBytes): its openers' JSON text
+// and the text so far, what a prelude resends.
+//
 // A state is immutable: apply() returns a new one (or the same, for an
 // event that changes nothing), so a state can be shared by every reader of
 // a stream at one seq.  An event the state does not take (a CONTENT of a
@@ -105,6 +108,11 @@ function openerOf(event) {
   return Object.freeze(o);
 }
 
+/** What a construct holds: its opener's JSON text and its text so far, bytes (what a prelude resends of it). */
+function constructBytes(c) {
+  return (c.size || 0) + Buffer.byteLength(c.text);
+}
+
 function refuse(state, reason) {
   return { state, ok: false, reason, abandoned: null };
 }
@@ -114,8 +122,8 @@ function refuse(state, reason) {
  * state as it was) for an event the state does not take; abandoned, for a
  * run marker that starts a run while some constructs are open, the closers
  * of those (they belong to a run that died), null otherwise.  maxBytes
- * bounds the text held (what the prelude would resend): past it, ok is
- * false and tooLarge true.
+ * bounds what is held, the openers' JSON text and the text so far (what
+ * the prelude would resend): past it, ok is false and tooLarge true.
  */
 function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
   const type = event && event.type;
@@ -139,8 +147,12 @@ function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
   const at = state.open.findIndex((c) => c.key === key);
   if (role === 'start') {
     if (at >= 0) return refuse(state, `${type}: ${event[idMember]} is already open`);
-    const c = Object.freeze({ key, kind, id: event[idMember], opener: openerOf(event), text: '' });
-    return { state: Object.freeze({ open: Object.freeze([...state.open, c]), bytes: state.bytes, run: state.run }), ok: true, reason: null, abandoned: null };
+    const opener = openerOf(event);
+    // the opener is resent by every prelude that reopens it: it counts as its text does
+    const size = Buffer.byteLength(JSON.stringify(opener));
+    if (state.bytes + size > maxBytes) return { state, ok: false, reason: `the open constructs would hold more than ${maxBytes} bytes`, abandoned: null, tooLarge: true };
+    const c = Object.freeze({ key, kind, id: event[idMember], opener, text: '', size });
+    return { state: Object.freeze({ open: Object.freeze([...state.open, c]), bytes: state.bytes + size, run: state.run }), ok: true, reason: null, abandoned: null };
   }
   if (at < 0) return refuse(state, `${type}: ${event[idMember]} is not open`);
   if (role === 'more') {
@@ -159,7 +171,7 @@ function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
   const open = state.open.slice();
   open.splice(at, 1);
   return {
-    state: Object.freeze({ open: Object.freeze(open), bytes: state.bytes - Buffer.byteLength(c.text), run: state.run }),
+    state: Object.freeze({ open: Object.freeze(open), bytes: state.bytes - constructBytes(c), run: state.run }),
     ok: true, reason: null, abandoned: null,
   };
 }
@@ -213,7 +225,7 @@ function closers(state, { which = () => true, extra = {} } = {}) {
 function without(state, which) {
   const open = state.open.filter((c) => !which(c));
   if (open.length === state.open.length) return state;
-  const bytes = open.reduce((n, c) => n + Buffer.byteLength(c.text), 0);
+  const bytes = open.reduce((n, c) => n + constructBytes(c), 0);
   return Object.freeze({ open: Object.freeze(open), bytes, run: state.run });
 }
 

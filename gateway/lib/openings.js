@@ -15,10 +15,19 @@
 //     seq share one.  A hub with no read() (HxShardedHub: a stream's
 //     shard is its own hub's) has no cold state: nothing is reopened, and
 //     the later events of what was open are dropped as opening nothing.
+//     An event of the log the gateway would not send (it does not parse as
+//     an AG-UI event) is not applied: what it opened is not open for the
+//     gateway's clients, and its later events are dropped.
 // What it keeps is bounded: the state at one seq per stream, for at most
 // maxStreams streams (the oldest forgotten first), each at most
 // maxStateBytes of text.
 const { openAt, constructs } = require('hxstate-client');
+const { refusal } = require('./frames');
+
+// a construct event the gateway would not send (frames.js) opens nothing
+// for its responses: a live follower drops it (and starts again from a
+// snapshot), so the log's read drops it too
+const sendable = (event) => refusal(event) === null;
 
 const EXTENSION = `SELECT n.nspname FROM pg_catalog.pg_extension e
                      JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'hxstate'`;
@@ -74,7 +83,7 @@ class Openings {
         if (rows.length === 0) throw new Error('the database has no hxstate extension');
         this._schema = `"${rows[0].nspname.replace(/"/g, '""')}"`;
       }
-      return openAt(query, stream, seq, { schema: this._schema, maxScan: this._o.maxScan, maxBytes: this._o.maxBytes });
+      return openAt(query, stream, seq, { schema: this._schema, maxScan: this._o.maxScan, maxBytes: this._o.maxBytes, accept: sendable });
     });
     this.stats.cold++;
     this.stats.scanned += r.scanned;

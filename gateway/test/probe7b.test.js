@@ -1,0 +1,120 @@
+'use strict';
+// What another role writes into a stream's log is untrusted: the run
+// events of a writer that is not RunWriter (any caller of hx_stream_emit
+// or hx_stream_send) reach every response of the stream, live and in the
+// prelude that reopens what is open (openings.js, from the log).
+//
+//   - a construct's opener that does not parse as an AG-UI event (a role
+//     AG-UI does not know, a parentMessageId that is not a string: the
+//     database takes both) is never sent; it must open nothing, so that
+//     its CONTENT, ARGS and END are dropped too, and every response is one
+//     @ag-ui/client's verifier accepts (a first join, a connect, a client
+//     that was following when it came);
+//   - what is open is bounded in bytes as the conversation is
+//     (maxStateBytes): openers count, not only their text, so a writer that
+//     opens thousands of steps with long names cannot make every joining
+//     client's prelude (and the gateway's memory) megabytes past it.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { from, lastValueFrom, toArray } = require('rxjs');
+const { verifyEvents } = require('@ag-ui/client');
+const t = require('./helpers');
+const { mintToken } = require('..');
+
+const DB = 'hx_gateway_probe7b';
+let db;
+
+before(async () => {
+  db = await t.gatewayDatabase(DB);
+});
+after(async () => { await db.end(); });
+
+const auth = (key) => ({ authorization: `Bearer ${mintToken(t.SECRET, `sessions:${key}`)}` });
+const emit = (key, events) => db.query('SELECT hx_stream_emit($1::regclass, $2, $3)', ['sessions', key, JSON.stringify(events)]);
+
+async function row(key) {
+  await db.query(`INSERT INTO sessions (session_id, user_id, state) VALUES ($1, 'u-1', $2)`,
+    [key, JSON.stringify({ messages: [{ id: 'u1', role: 'user', content: 'Hello' }] })]);
+}
+
+function verify(events) {
+  return lastValueFrom(from(events).pipe(verifyEvents(false), toArray()));
+}
+
+// openers the database takes and @ag-ui/core's EventSchemas refuses, each
+// followed by what would continue it
+const HOSTILE = [
+  [{ type: 'TEXT_MESSAGE_START', messageId: 'm-bad', role: 'banana' },
+    { type: 'TEXT_MESSAGE_CONTENT', messageId: 'm-bad', delta: 'hi' }],
+  [{ type: 'TOOL_CALL_START', toolCallId: 'c-bad', toolCallName: 'x', parentMessageId: 7 },
+    { type: 'TOOL_CALL_ARGS', toolCallId: 'c-bad', delta: '{' }],
+  [{ type: 'REASONING_MESSAGE_START', messageId: 'r-bad', role: 'user' },
+    { type: 'REASONING_MESSAGE_CONTENT', messageId: 'r-bad', delta: 'hm' }],
+];
+
+test('an opener of the log that is no AG-UI event opens nothing: a first join, a connect and a live client are each accepted by the verifier', async () => {
+  for (const [i, [opener, more]] of HOSTILE.entries()) {
+    const g = await t.startGateway(DB);
+    try {
+      const key = `p7-open-${i}`;
+      await row(key);
+      const live = t.sse(`${g.base}/streams/sessions/${key}`, { headers: auth(key) });
+      await t.waitFor(() => live.events().length >= 2, 'the live client\'s prelude');
+      await emit(key, [opener]);
+      await emit(key, [more]);
+      // a good message after them, so that the responses have something to wait for
+      await emit(key, [{ type: 'TEXT_MESSAGE_START', messageId: `ok-${i}`, role: 'assistant' },
+        { type: 'TEXT_MESSAGE_CONTENT', messageId: `ok-${i}`, delta: 'fine' }]);
+      const join = t.sse(`${g.base}/streams/sessions/${key}`, { headers: auth(key) });
+      const connect = t.sse(`${g.base}/agents/sessions/${key}/connect`, {
+        method: 'POST',
+        headers: { ...auth(key), 'content-type': 'application/json' },
+        body: JSON.stringify({ threadId: `sessions:${key}`, runId: 'connect-1', messages: [], tools: [], context: [], state: {}, forwardedProps: {} }),
+      });
+      const all = [['live', live], ['join', join], ['connect', connect]];
+      await t.waitFor(() => all.every(([, c]) => c.events().some((e) => e.type === 'TEXT_MESSAGE_CONTENT' && e.messageId === `ok-${i}`) || c.done),
+        `every response at the good message (${opener.type})`);
+      await emit(key, [{ type: 'TEXT_MESSAGE_END', messageId: `ok-${i}` }]);
+      await t.waitFor(() => live.events().some((e) => e.type === 'TEXT_MESSAGE_END' && e.messageId === `ok-${i}`), 'the live client at the end');
+      await g.close(); // every response ends with RUN_FINISHED
+      for (const [what, c] of all) {
+        await t.ended(c);
+        const events = c.events();
+        assert.equal(events[events.length - 1].type, 'RUN_FINISHED', `${opener.type}, ${what}: ${events.map((e) => e.type).join(' ')}`);
+        await verify(events).catch((err) => assert.fail(`${opener.type}, ${what}: the verifier refuses the response: ${err.message}`));
+        const id = opener.messageId || opener.toolCallId;
+        assert.ok(!events.some((e) => e.messageId === id || e.toolCallId === id), `${opener.type}, ${what}: nothing of the refused opener's construct is sent`);
+      }
+    } finally {
+      await g.close();
+    }
+  }
+});
+
+test('what is open is bounded by maxStateBytes with its openers: thousands of steps with long names end the responses with hxstate_state_too_large', async () => {
+  const key = 'p7-steps';
+  await row(key);
+  const maxStateBytes = 256 * 1024;
+  const g = await t.startGateway(DB, { maxStateBytes });
+  try {
+    const live = t.sse(`${g.base}/streams/sessions/${key}`, { headers: auth(key) });
+    await t.waitFor(() => live.events().length >= 2, 'the live client\'s prelude');
+    // 100 steps of 8 kB names: 800 kB open, no text at all
+    const steps = [];
+    for (let i = 0; i < 100; i++) steps.push({ type: 'STEP_STARTED', stepName: `step-${i}-${'n'.repeat(8000)}` });
+    await emit(key, steps);
+    const join = t.sse(`${g.base}/streams/sessions/${key}`, { headers: auth(key) });
+    for (const [what, c] of [['live', live], ['join', join]]) {
+      await t.waitFor(() => c.done || c.events().some((e) => e.type === 'RUN_ERROR'), `${what}: the response ends`);
+      await t.ended(c);
+      const events = c.events();
+      const bytes = events.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e)), 0);
+      assert.ok(bytes < maxStateBytes, `${what}: the response sent ${bytes} bytes, past maxStateBytes (${maxStateBytes})`);
+      const last = events[events.length - 1];
+      assert.equal(last.type, 'RUN_ERROR', `${what}: ${events.map((e) => e.type).join(' ')}`);
+      assert.equal(last.code, 'hxstate_state_too_large');
+    }
+  } finally {
+    await g.close();
+  }
+});

@@ -31,7 +31,8 @@
 // one the verifier takes.
 //
 // What a state holds is bounded in bytes (maxBytes): its openers' JSON text
-// and the text so far, what a prelude resends.
+// and the text so far, what a prelude resends; and in constructs, at most
+// MAX_OPEN open at once.
 //
 // A state is immutable: apply() returns a new one (or the same, for an
 // event that changes nothing), so a state can be shared by every reader of
@@ -49,6 +50,10 @@
 // to the last marker (runlog.js).
 
 const RUN_MARKER = 'hxstate.run';
+// At most this many constructs open at once: each event is checked against
+// what is open (a scan) and an opener copies the list, so a writer that
+// opened thousands would make every event cost thousands; a run has a few.
+const MAX_OPEN = 4096;
 const STREAM_END = 'hx.stream_end';
 
 // construct kinds: the event that opens one, its continuation, its end, the
@@ -123,9 +128,10 @@ function refuse(state, reason) {
  * run marker that starts a run while some constructs are open, the closers
  * of those (they belong to a run that died), null otherwise.  maxBytes
  * bounds what is held, the openers' JSON text and the text so far (what
- * the prelude would resend): past it, ok is false and tooLarge true.
+ * the prelude would resend): past it, ok is false and tooLarge true; and
+ * so past maxOpen (MAX_OPEN, 4096) constructs open at once.
  */
-function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
+function applyConstruct(state, event, { maxBytes = Infinity, maxOpen = MAX_OPEN } = {}) {
   const type = event && event.type;
   const what = BY_TYPE.get(type);
   if (!what) {
@@ -147,6 +153,7 @@ function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
   const at = state.open.findIndex((c) => c.key === key);
   if (role === 'start') {
     if (at >= 0) return refuse(state, `${type}: ${event[idMember]} is already open`);
+    if (state.open.length >= maxOpen) return { state, ok: false, reason: `more than ${maxOpen} constructs would be open`, abandoned: null, tooLarge: true };
     const opener = openerOf(event);
     // the opener is resent by every prelude that reopens it: it counts as its text does
     const size = Buffer.byteLength(JSON.stringify(opener));
@@ -240,6 +247,6 @@ function describe(c) {
 }
 
 module.exports = {
-  RUN_MARKER, KINDS, isConstructEvent, isRunEvent, isRunMarker, emptyConstructs, applyConstruct, reopen, closers, without,
+  RUN_MARKER, MAX_OPEN, KINDS, isConstructEvent, isRunEvent, isRunMarker, emptyConstructs, applyConstruct, reopen, closers, without,
   isMessageLike, describe,
 };

@@ -118,3 +118,30 @@ test('what is open is bounded by maxStateBytes with its openers: thousands of st
     await g.close();
   }
 });
+
+test('at most constructs.MAX_OPEN constructs open at once: a writer that opens more ends the responses with hxstate_state_too_large', async () => {
+  // each event is checked against what is open: 40,000 open steps took a
+  // gateway 51 s of CPU to follow (10,000: 2.7 s), every stream's responses waiting
+  const MAX_OPEN = 4096; // hxstate-client's constructs.MAX_OPEN, as the README says
+  const key = 'p7-many';
+  await row(key);
+  const g = await t.startGateway(DB);
+  try {
+    const live = t.sse(`${g.base}/streams/sessions/${key}`, { headers: auth(key) });
+    await t.waitFor(() => live.events().length >= 2, 'the live client\'s prelude');
+    const steps = [];
+    for (let i = 0; i <= MAX_OPEN; i++) steps.push({ type: 'STEP_STARTED', stepName: `s${i}` });
+    await emit(key, steps);
+    const join = t.sse(`${g.base}/streams/sessions/${key}`, { headers: auth(key) });
+    for (const [what, c] of [['live', live], ['join', join]]) {
+      await t.waitFor(() => c.done, `${what}: the response ends`);
+      const events = c.events();
+      assert.ok(events.filter((e) => e.type === 'STEP_STARTED').length <= MAX_OPEN, `${what}: no more than MAX_OPEN steps open`);
+      const last = events[events.length - 1];
+      assert.equal(last.type, 'RUN_ERROR', `${what}: ${last.type}`);
+      assert.equal(last.code, 'hxstate_state_too_large');
+    }
+  } finally {
+    await g.close();
+  }
+});

@@ -145,3 +145,38 @@ test('at most constructs.MAX_OPEN constructs open at once: a writer that opens m
     await g.close();
   }
 });
+
+test('HxAgentRunner: a connect() unsubscribed before it follows holds nothing (no subscription of the hub, no checks) while the run goes on', async () => {
+  process.env.COPILOTKIT_TELEMETRY_DISABLED = 'true';
+  const { HxHub } = require('hxstate-client');
+  const { HxAgentRunner } = require('../copilotkit');
+  const { FakeAgent } = require('./copilotkit/agent');
+  const hub = new HxHub({ pg: { database: DB }, transport: 'listen' });
+  hub.on('error', () => {});
+  await hub.start();
+  const runner = new HxAgentRunner({ pg: { database: DB }, hub });
+  const threadId = 'p7-connect';
+  const input = { threadId, runId: 'r1', messages: [{ id: 'u', role: 'user', content: 'hi' }], tools: [], context: [], state: {}, forwardedProps: {} };
+  try {
+    // a slow agent: its run is under way while the connects come and go
+    const agent = new FakeAgent({ threadId, initialMessages: input.messages, delayMs: 100, tokens: 100000 });
+    runner.run({ threadId, agent, input }).subscribe({ error: () => {} });
+    await t.waitFor(() => runner.isRunning({ threadId }), 'the run under way');
+    assert.equal(hub.stats.subscriptions, 0);
+    // a page that goes away at once, twenty times (each unsubscribes before the follower is made)
+    for (let i = 0; i < 20; i++) runner.connect({ threadId }).subscribe({ error: () => {} }).unsubscribe();
+    // one that stays: once it follows, every connect before it has made (and should have stopped) its follower
+    const seen = [];
+    const stays = runner.connect({ threadId }).subscribe({ next: (e) => seen.push(e), error: () => {} });
+    await t.waitFor(() => seen.some((e) => e.type === 'TEXT_MESSAGE_CONTENT'), 'the connect that stays follows the run');
+    await t.waitFor(() => hub.stats.subscriptions <= 1, 'the unsubscribed connects\' followers stopped')
+      .catch(() => assert.fail(`${hub.stats.subscriptions} subscriptions of the hub for 1 connect that stays`));
+    stays.unsubscribe();
+    await t.waitFor(() => hub.stats.subscriptions === 0, 'the last follower stopped');
+    assert.equal(await runner.isRunning({ threadId }), true, 'the run goes on');
+  } finally {
+    await runner.stop({ threadId }).catch(() => {});
+    await runner.close();
+    await hub.stop();
+  }
+});

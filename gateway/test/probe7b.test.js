@@ -180,3 +180,35 @@ test('HxAgentRunner: a connect() unsubscribed before it follows holds nothing (n
     await hub.stop();
   }
 });
+
+test('HxAgentRunner: a thread whose log ends with an event the follower drops, or a wrapped value that is no event, still connects, and gives events only', async () => {
+  process.env.COPILOTKIT_TELEMETRY_DISABLED = 'true';
+  const { HxAgentRunner, STREAM_PREFIX } = require('../copilotkit');
+  const { FakeAgent } = require('./copilotkit/agent');
+  const runner = new HxAgentRunner({ pg: { database: DB } });
+  try {
+    // what another role may write into a thread's log stream (hx_stream_send)
+    const tails = [
+      [{ type: 'CUSTOM', name: 'hxstate.copilotkit', value: 5 }],
+      [{ type: 'CUSTOM', name: 'hxstate.copilotkit', value: null }],
+      [{ type: 'TEXT_MESSAGE_CONTENT', messageId: 'nothing-open', delta: 'x' }], // continues nothing: the follower drops it
+    ];
+    for (const [i, tail] of tails.entries()) {
+      const threadId = `p7-tail-${i}`;
+      const input = { threadId, runId: 'r1', messages: [{ id: 'u', role: 'user', content: 'hi' }], tools: [], context: [], state: {}, forwardedProps: {} };
+      await lastValueFrom(runner.run({ threadId, agent: new FakeAgent({ threadId, initialMessages: input.messages, tokens: 3 }), input }).pipe(toArray()));
+      for (const e of tail) await db.query('SELECT hx_stream_send($1, $2)', [STREAM_PREFIX + threadId, JSON.stringify(e)]);
+      let settled = null;
+      const replay = lastValueFrom(runner.connect({ threadId }).pipe(toArray()));
+      replay.then(() => { settled = 'done'; }, (err) => { settled = err; });
+      await t.waitFor(() => settled !== null, `the connect of a thread whose log ends with ${JSON.stringify(tail)}`);
+      assert.equal(settled, 'done');
+      const events = await replay;
+      assert.ok(events.every((e) => e !== null && typeof e === 'object' && typeof e.type === 'string'), `events only: ${JSON.stringify(events.slice(-2))}`);
+      assert.equal(events[events.length - 1].type, 'RUN_FINISHED');
+      await verify(events);
+    }
+  } finally {
+    await runner.close();
+  }
+});

@@ -561,6 +561,15 @@ class HxAgentRunner {
       }
     };
     f.on('error', (err) => { if (err && err.code === 'HX_STATE_TOO_LARGE') fail(err); });
+    // an event the follower dropped (it opens or continues nothing open: a
+    // writer's slip, another role's) is a seq passed all the same: the
+    // connect that waits for the head must not wait for it forever
+    f.on('dropped', ({ seq: at }) => {
+      if (stopped) return;
+      seq = at;
+      if (seq >= history) flush();
+      if (target !== null && seq >= target) finish();
+    });
     f.on('event', (event) => {
       if (stopped) return;
       if (!event.metadata || event.metadata.synthetic) return;

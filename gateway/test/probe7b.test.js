@@ -212,3 +212,41 @@ test('HxAgentRunner: a thread whose log ends with an event the follower drops, o
     await runner.close();
   }
 });
+
+test('responses that join a stream in the middle of a large tool call share its reopening frames: thirty stalled sockets hold one copy', async () => {
+  const net = require('node:net');
+  const { RunWriter } = require('hxstate-client');
+  const MB = 1024 * 1024;
+  const key = 'p7-shared';
+  await row(key);
+  const writer = new RunWriter({ pg: { database: DB }, flushMs: 5 });
+  const run = writer.open({ table: 'sessions', key }, { runId: 'big' });
+  const call = run.toolCall({ toolCallId: 'big-call', toolCallName: 'write_file' });
+  for (let i = 0; i < 48; i++) {
+    call.append('a'.repeat(256 * 1024)); // 12 MB of arguments so far, within maxStateBytes
+    await run.drain();
+  }
+  await run.flush();
+  const g = await t.childGateway(DB, {});
+  const sockets = [];
+  try {
+    const before = (await g.stats()).memory.arrayBuffers;
+    // one client, thirty responses it never reads (within maxPerClient)
+    for (let i = 0; i < 30; i++) {
+      const s = net.connect(Number(new URL(g.base).port), '127.0.0.1');
+      s.on('error', () => {});
+      s.write(`GET /streams/sessions/${key} HTTP/1.1\r\nhost: x\r\nauthorization: ${auth(key).authorization}\r\n\r\n`);
+      s.pause();
+      sockets.push(s);
+    }
+    // each has its prelude queued (what its socket has not taken: the kernel takes a few MB)
+    await t.waitFor(async () => { const s = await g.stats(); return s.clients === 30 && s.held.every((b) => b > 4 * MB); }, 'the thirty to hold their prelude');
+    const grew = (await g.stats()).memory.arrayBuffers - before;
+    assert.ok(grew < 100 * MB, `the gateway holds ${Math.round(grew / MB)} MB of frames for thirty responses that reopen one 12 MB tool call (one copy each: 360 MB)`);
+  } finally {
+    for (const s of sockets) s.destroy();
+    await g.close();
+    await run.close();
+    await writer.close();
+  }
+});

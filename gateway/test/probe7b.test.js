@@ -279,3 +279,31 @@ test('a connect to a run in progress with more than runScan events since its sta
     await g.close();
   }
 });
+
+test('what the gateway keeps of what streams have open, for streams nobody follows any more, is bounded in bytes in all (four times maxStateBytes)', async () => {
+  const MB = 1024 * 1024;
+  const maxStateBytes = MB;
+  const N = 30;
+  const big = 'a'.repeat(900 * 1024); // each stream: a tool call with 900 kB of arguments so far, within maxStateBytes
+  for (let i = 0; i < N; i++) {
+    const key = `p7-hot-${i}`;
+    await row(key);
+    await emit(key, [{ type: 'TOOL_CALL_START', toolCallId: 'c', toolCallName: 'x' }, { type: 'TOOL_CALL_ARGS', toolCallId: 'c', delta: big }]);
+  }
+  const g = await t.childGateway(DB, { maxStateBytes });
+  try {
+    const before = (await g.stats()).memory.heapUsed;
+    // one response for each stream, which reads what is open there and goes away
+    for (let i = 0; i < N; i++) {
+      const key = `p7-hot-${i}`;
+      const c = t.sse(`${g.base}/streams/sessions/${key}`, { headers: auth(key) });
+      await t.waitFor(() => c.events().some((e) => e.type === 'TOOL_CALL_ARGS'), `the prelude of ${key}`);
+      c.close();
+    }
+    await t.waitFor(async () => (await g.stats()).clients === 0, 'every response gone');
+    const grew = (await g.stats()).memory.heapUsed - before;
+    assert.ok(grew < 4 * maxStateBytes + 8 * MB, `the gateway keeps ${Math.round(grew / MB)} MB for ${N} streams nobody follows (each 900 kB open)`);
+  } finally {
+    await g.close();
+  }
+});

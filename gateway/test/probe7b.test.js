@@ -307,3 +307,27 @@ test('what the gateway keeps of what streams have open, for streams nobody follo
     await g.close();
   }
 });
+
+test('a maxDurationMs past what a timer holds (2^31 - 1 ms) is that long, not a run cut off at once', async () => {
+  const key = 'p7-duration';
+  await row(key);
+  const g = await t.startGateway(DB);
+  try {
+    for (const maxDurationMs of [1e12, 2 ** 31]) {
+      const c = t.sse(`${g.base}/agents/sessions/${key}`, {
+        method: 'POST',
+        headers: { ...auth(key), 'content-type': 'application/json' },
+        body: JSON.stringify({ threadId: `sessions:${key}`, runId: 'long', messages: [], tools: [], context: [], state: {}, forwardedProps: { hxstate: { maxDurationMs } } }),
+      });
+      // the run follows the row: its prelude, then a change of the row, live
+      await t.waitFor(() => c.done || c.events().some((e) => e.type === 'MESSAGES_SNAPSHOT'), `the prelude (maxDurationMs ${maxDurationMs})`);
+      assert.ok(!c.events().some((e) => e.type === 'RUN_FINISHED'), `maxDurationMs ${maxDurationMs}: ${c.events().map((e) => e.type).join(' ')}`);
+      await db.query('UPDATE sessions SET state = $2 WHERE session_id = $1', [key, JSON.stringify({ messages: [{ id: 'u1', role: 'user', content: `${maxDurationMs}` }] })]);
+      await t.waitFor(() => c.events().some((e) => e.type === 'STATE_DELTA' || (e.type === 'STATE_SNAPSHOT' && e.snapshot.messages[0].content === `${maxDurationMs}`)) || c.done, 'the change');
+      assert.equal(c.done, false, 'the run goes on');
+      c.close();
+    }
+  } finally {
+    await g.close();
+  }
+});

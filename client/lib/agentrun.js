@@ -330,7 +330,10 @@ class Run extends EventEmitter {
     }
     const r = applyConstruct(this._open, event, { maxBytes: this._limits.maxMessageBytes });
     if (!r.ok) {
-      if (r.tooLarge) throw Object.assign(typeError(`run ${this.id}: ${r.reason} (maxMessageBytes)`), { code: 'HX_STATE_TOO_LARGE' });
+      if (r.tooLarge) {
+        const bound = /bytes$/.test(r.reason) ? 'maxMessageBytes' : 'constructs.MAX_OPEN';
+        throw Object.assign(typeError(`run ${this.id}: ${r.reason} (${bound})`), { code: 'HX_STATE_TOO_LARGE' });
+      }
       throw typeError(r.reason);
     }
     const bytes = eventBytes(event);

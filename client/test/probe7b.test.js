@@ -56,6 +56,11 @@ test('a run\'s resumeAt.open must be a constructs state, and a runId runs once a
       assert.throws(() => writer.open({ table: 'sessions', key: 'w' }, { runId: 'resumed', resumeAt: { seq: 1, open } }),
         writerError(/resumeAt\.open is a constructs state/), JSON.stringify(open));
     }
+    // at most constructs.MAX_OPEN open at once, whatever they hold
+    const many = writer.open({ table: 'sessions', key: 'w' }, { runId: 'many', messages: null });
+    for (let i = 0; i < 4096; i++) many.startStep(`s${i}`);
+    assert.throws(() => many.startStep('one more'), (err) => err.code === 'HX_STATE_TOO_LARGE' && /more than 4096 constructs would be open \(constructs\.MAX_OPEN\)/.test(err.message));
+    await many.close();
     const a = writer.open({ table: 'sessions', key: 'w' }, { runId: 'twice' });
     assert.throws(() => writer.open({ table: 'sessions', key: 'w' }, { runId: 'twice' }), writerError(/open already/));
     a.text({ messageId: 't1' }).append('a');

@@ -24,7 +24,7 @@
 const { EventEmitter } = require('node:events');
 const crypto = require('node:crypto');
 const { Batch, eventBytes } = require('./batch');
-const { applyConstruct, closers, emptyConstructs, RUN_MARKER } = require('./constructs');
+const { applyConstruct, closers, emptyConstructs, RUN_MARKER, KINDS } = require('./constructs');
 const { emitError } = require('./emit');
 
 const MAX_ID_BYTES = 1024;
@@ -175,7 +175,7 @@ class Run extends EventEmitter {
       // no start marker (one is in the log), what the log has open is open
       const { seq, open } = options.resumeAt || {};
       if (!Number.isSafeInteger(seq) || seq < 0) throw typeError('options.resumeAt.seq is the seq of the stream\'s last event (an integer >= 0)');
-      if (!open || !Array.isArray(open.open) || typeof open.bytes !== 'number') throw typeError('options.resumeAt.open is a constructs state (openAt(...).state)');
+      if (!isConstructsState(open)) throw typeError('options.resumeAt.open is a constructs state (openAt(...).state)');
       if (options.runId === undefined) throw typeError('options.resumeAt goes with the runId of the run it resumes');
       this._open = open;
       this.lastSeq = seq;
@@ -314,9 +314,26 @@ class Run extends EventEmitter {
   push(event) {
     if (this.error) throw this.error;
     if (this.closed) throw typeError(`run ${this.id} is closed`);
+    if (!event || typeof event !== 'object' || Array.isArray(event) || typeof event.type !== 'string') {
+      throw typeError('an event is an object with a type (an AG-UI event)');
+    }
+    // the members the writer writes into the state, as text() and the rest check them
+    if (event.type === 'TEXT_MESSAGE_START' && event.role !== undefined && !TEXT_ROLES.has(event.role)) {
+      throw typeError(`role is one of ${[...TEXT_ROLES].join(', ')}`);
+    }
+    if (event.type === 'REASONING_MESSAGE_START' && event.role !== 'reasoning') throw typeError("a REASONING_MESSAGE_START's role is 'reasoning'");
+    if (event.type === 'TOOL_CALL_START' && event.parentMessageId !== undefined) checkId(event.parentMessageId, 'parentMessageId');
+    if (event.type === 'TOOL_CALL_START' && event.parentMessageId !== undefined && this.messagesPath !== null
+      && !this._messages.has(event.parentMessageId) && !this._isOpen('text', event.parentMessageId)) {
+      // its END writes the tool call into its parent in the state: a parent the run never had cannot take it
+      throw typeError(`parentMessageId ${event.parentMessageId} is no message of this run (the writer writes the tool call into its parent in the state)`);
+    }
     const r = applyConstruct(this._open, event, { maxBytes: this._limits.maxMessageBytes });
     if (!r.ok) {
-      if (r.tooLarge) throw Object.assign(typeError(`run ${this.id}: ${r.reason} (maxMessageBytes)`), { code: 'HX_STATE_TOO_LARGE' });
+      if (r.tooLarge) {
+        const bound = /bytes$/.test(r.reason) ? 'maxMessageBytes' : 'constructs.MAX_OPEN';
+        throw Object.assign(typeError(`run ${this.id}: ${r.reason} (${bound})`), { code: 'HX_STATE_TOO_LARGE' });
+      }
       throw typeError(r.reason);
     }
     const bytes = eventBytes(event);
@@ -479,6 +496,14 @@ class Run extends EventEmitter {
     }
     return this._stream;
   }
+}
+
+/** Is state what constructs.js makes (openAt(...).state): each open construct of a known kind, with its opener and text? */
+function isConstructsState(state) {
+  if (!state || typeof state !== 'object' || !Array.isArray(state.open) || !Number.isFinite(state.bytes)) return false;
+  return state.open.every((c) => c && typeof c === 'object' && Object.prototype.hasOwnProperty.call(KINDS, c.kind)
+    && typeof c.key === 'string' && typeof c.id === 'string' && typeof c.text === 'string'
+    && c.opener && typeof c.opener === 'object' && c.opener.type === KINDS[c.kind].start);
 }
 
 function checkTarget(target) {

@@ -30,6 +30,10 @@
 // (closers(): the END events, newest first), so that its RUN_FINISHED is
 // one the verifier takes.
 //
+// What a state holds is bounded in bytes (maxBytes): its openers' JSON text
+// and the text so far, what a prelude resends; and in constructs, at most
+// MAX_OPEN open at once.
+//
 // A state is immutable: apply() returns a new one (or the same, for an
 // event that changes nothing), so a state can be shared by every reader of
 // a stream at one seq.  An event the state does not take (a CONTENT of a
@@ -46,6 +50,10 @@
 // to the last marker (runlog.js).
 
 const RUN_MARKER = 'hxstate.run';
+// At most this many constructs open at once: each event is checked against
+// what is open (a scan) and an opener copies the list, so a writer that
+// opened thousands would make every event cost thousands; a run has a few.
+const MAX_OPEN = 4096;
 const STREAM_END = 'hx.stream_end';
 
 // construct kinds: the event that opens one, its continuation, its end, the
@@ -105,6 +113,11 @@ function openerOf(event) {
   return Object.freeze(o);
 }
 
+/** What a construct holds: its opener's JSON text and its text so far, bytes (what a prelude resends of it). */
+function constructBytes(c) {
+  return (c.size || 0) + Buffer.byteLength(c.text);
+}
+
 function refuse(state, reason) {
   return { state, ok: false, reason, abandoned: null };
 }
@@ -114,10 +127,11 @@ function refuse(state, reason) {
  * state as it was) for an event the state does not take; abandoned, for a
  * run marker that starts a run while some constructs are open, the closers
  * of those (they belong to a run that died), null otherwise.  maxBytes
- * bounds the text held (what the prelude would resend): past it, ok is
- * false and tooLarge true.
+ * bounds what is held, the openers' JSON text and the text so far (what
+ * the prelude would resend): past it, ok is false and tooLarge true; and
+ * so past maxOpen (MAX_OPEN, 4096) constructs open at once.
  */
-function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
+function applyConstruct(state, event, { maxBytes = Infinity, maxOpen = MAX_OPEN } = {}) {
   const type = event && event.type;
   const what = BY_TYPE.get(type);
   if (!what) {
@@ -139,8 +153,13 @@ function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
   const at = state.open.findIndex((c) => c.key === key);
   if (role === 'start') {
     if (at >= 0) return refuse(state, `${type}: ${event[idMember]} is already open`);
-    const c = Object.freeze({ key, kind, id: event[idMember], opener: openerOf(event), text: '' });
-    return { state: Object.freeze({ open: Object.freeze([...state.open, c]), bytes: state.bytes, run: state.run }), ok: true, reason: null, abandoned: null };
+    if (state.open.length >= maxOpen) return { state, ok: false, reason: `more than ${maxOpen} constructs would be open`, abandoned: null, tooLarge: true };
+    const opener = openerOf(event);
+    // the opener is resent by every prelude that reopens it: it counts as its text does
+    const size = Buffer.byteLength(JSON.stringify(opener));
+    if (state.bytes + size > maxBytes) return { state, ok: false, reason: `the open constructs would hold more than ${maxBytes} bytes`, abandoned: null, tooLarge: true };
+    const c = Object.freeze({ key, kind, id: event[idMember], opener, text: '', size });
+    return { state: Object.freeze({ open: Object.freeze([...state.open, c]), bytes: state.bytes + size, run: state.run }), ok: true, reason: null, abandoned: null };
   }
   if (at < 0) return refuse(state, `${type}: ${event[idMember]} is not open`);
   if (role === 'more') {
@@ -159,7 +178,7 @@ function applyConstruct(state, event, { maxBytes = Infinity } = {}) {
   const open = state.open.slice();
   open.splice(at, 1);
   return {
-    state: Object.freeze({ open: Object.freeze(open), bytes: state.bytes - Buffer.byteLength(c.text), run: state.run }),
+    state: Object.freeze({ open: Object.freeze(open), bytes: state.bytes - constructBytes(c), run: state.run }),
     ok: true, reason: null, abandoned: null,
   };
 }
@@ -213,7 +232,7 @@ function closers(state, { which = () => true, extra = {} } = {}) {
 function without(state, which) {
   const open = state.open.filter((c) => !which(c));
   if (open.length === state.open.length) return state;
-  const bytes = open.reduce((n, c) => n + Buffer.byteLength(c.text), 0);
+  const bytes = open.reduce((n, c) => n + constructBytes(c), 0);
   return Object.freeze({ open: Object.freeze(open), bytes, run: state.run });
 }
 
@@ -228,6 +247,6 @@ function describe(c) {
 }
 
 module.exports = {
-  RUN_MARKER, KINDS, isConstructEvent, isRunEvent, isRunMarker, emptyConstructs, applyConstruct, reopen, closers, without,
+  RUN_MARKER, MAX_OPEN, KINDS, isConstructEvent, isRunEvent, isRunMarker, emptyConstructs, applyConstruct, reopen, closers, without,
   isMessageLike, describe,
 };

@@ -23,7 +23,10 @@
 // metadata {stream, seq, synthetic: true}; a run event that opens,
 // continues or closes nothing open (a writer's mistake, or one of a
 // construct begun before the log was read back) is dropped and counted
-// (stats.dropped).
+// (stats.dropped, and 'dropped' {seq, event, reason}: a consumer that
+// waits for a seq learns it has passed); one that would hold more than maxBytes (or open more
+// than constructs.MAX_OPEN) is dropped too, and 'error' says so (code
+// HX_STATE_TOO_LARGE), as it does for a prelude past it.
 const { EventEmitter } = require('node:events');
 const pg = require('pg');
 const { applyConstruct, closers, emptyConstructs, isConstructEvent, isRunMarker, reopen } = require('./constructs');
@@ -103,6 +106,15 @@ class RunFollower extends EventEmitter {
       if (!r.ok) {
         this.stats.dropped++;
         this.seq = seq;
+        // a consumer that waits for a seq learns that it has passed it
+        callListeners(this, 'dropped', [{ seq, event, reason: r.reason }], (err) => emitError(this, err));
+        // past maxBytes (or constructs.MAX_OPEN) is not a writer's slip: what
+        // the consumer shows is cut short, and it is told so, as a prelude
+        // past it tells it (openAt's HX_STATE_TOO_LARGE)
+        if (r.tooLarge) {
+          emitError(this, Object.assign(new Error(`RunFollower: ${this.stream} at seq ${seq}: ${r.reason}; the event is dropped`),
+            { code: 'HX_STATE_TOO_LARGE', seq }));
+        }
         return;
       }
       if (r.abandoned) await this._hand(this._closers(seq));

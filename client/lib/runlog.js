@@ -41,9 +41,14 @@ function windowStatement(schema) {
  * {state, seq, scanned, complete, refused} (scanned: seqs looked at;
  * complete: false when it stopped on maxScan; refused: events the state
  * did not take, a writer's mistakes).  query(text, values) runs a
- * statement and resolves to its rows.
+ * statement and resolves to its rows.  accept(event), when given, says
+ * whether the reader would take a construct event at all (the gateway's:
+ * does it parse as an AG-UI event); one it would not is refused, as a
+ * live reader drops it, so that nothing is reopened that its reader
+ * could never send.
  */
-async function openAt(query, stream, seq, { schema = 'public', maxScan = 10000, maxBytes = Infinity, window = 1000 } = {}) {
+async function openAt(query, stream, seq, { schema = 'public', maxScan = 10000, maxBytes = Infinity, window = 1000, accept = null } = {}) {
+  if (accept !== null && typeof accept !== 'function') throw new TypeError('openAt: options.accept is a function (event) => boolean, or null');
   const text = windowStatement(schema);
   const found = []; // newest first
   let hi = seq;
@@ -66,6 +71,11 @@ async function openAt(query, stream, seq, { schema = 'public', maxScan = 10000, 
   let state = emptyConstructs();
   let refused = 0;
   for (let i = found.length - 1; i >= 0; i--) {
+    // an event the reader would not send (accept false) opens and closes nothing
+    if (accept !== null && found[i].type !== 'CUSTOM' && !accept(found[i])) {
+      refused++;
+      continue;
+    }
     const r = applyConstruct(state, found[i], { maxBytes });
     if (r.tooLarge) {
       const err = new Error(`the constructs open in ${stream} at seq ${seq} hold more than ${maxBytes} bytes`);

@@ -125,6 +125,13 @@ class RunWriter extends EventEmitter {
         emitError(this, Object.assign(err, { runId: r.id }));
       },
     });
+    for (const other of this._runs) {
+      // two runs of one id in one stream would interleave their events (a
+      // message of one continued by the other's fragments, for a reader)
+      if (other.id === run.id && other.lockKey === run.lockKey && !other.closed && !other.error) {
+        throw new TypeError(`RunWriter: run ${run.id} is open already in this stream (one run of an id at a time)`);
+      }
+    }
     this._runs.add(run);
     this.stats.runs++;
     this._schedule();

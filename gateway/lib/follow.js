@@ -72,6 +72,7 @@
 // once it has taken what was being written it starts again: from a fresh
 // snapshot (overflow 'snapshot', what a UI wants), or from the log after
 // the last seq it got (overflow 'log': every seq, later).
+const crypto = require('node:crypto');
 const { isDeepStrictEqual } = require('node:util');
 const { frameFor } = require('./frames');
 const { project, measure, applyDelta } = require('./projection');
@@ -116,6 +117,7 @@ class Follower {
     this.hadConversation = false; // a conversation was queued (one gone then gets an empty one)
     this.open = EMPTY;         // what the stream has open after the last event queued
     this.clientOpen = EMPTY;   // what the client has open once what was queued is written
+    this.reopenShared = null;  // the reopening frames last queued (shared with the stream's other responses)
   }
 
   /** Start: a first join (after null) or a reconnect after seq after. */
@@ -216,7 +218,7 @@ class Follower {
       if (this.stopped || this.sub !== sub) return;
       this.open = state;
       this._pushMessages(seq, false, true);
-      this._reopen(seq, () => true);
+      this._reopen(seq, () => true, 'all');
       this._interrupts(seq);
       this._preludeDone();
     }, (err) => {
@@ -383,19 +385,28 @@ class Follower {
    * picks, as of seq: each opener, then what it holds so far (but for what
    * the conversation just sent holds already).
    */
-  _reopen(seq, which) {
+  _reopen(seq, which, kind) {
     const state = C.without(this.open, (c) => !which(c));
     if (state.open.length === 0) return;
+    // the frames are shared by the stream's responses that reopen the same
+    // constructs at seq with the same conversation (what is open at a seq is
+    // one state; the conversation, the table's projection at seq): thirty
+    // responses that join a 12 MB tool call hold one 12 MB frame, not thirty
     const held = this._held();
-    const extra = { timestamp: Date.now(), metadata: { stream: this.stream, seq, synthetic: true } };
-    const events = C.reopen(state, { present: (c) => held.has(`${c.kind}\u0000${c.id}`), extra });
+    const present = (c) => held.has(`${c.kind}\u0000${c.id}`);
+    const what = crypto.createHash('sha1')
+      .update(state.open.map((c) => `${c.key}\u0001${c.text.length}\u0001${present(c) ? 1 : 0}`).join('\u0002')).digest('base64');
+    const shared = this.ctx.frames.shared(this.stream, seq, `reopen\u0000${this.table.name}\u0000${kind}\u0000${what}`, () => {
+      const extra = { timestamp: Date.now(), metadata: { stream: this.stream, seq, synthetic: true } };
+      return { state, entries: C.reopen(state, { present, extra }).map((e) => frameFor(e, seq)) };
+    });
+    this.reopenShared = shared; // held while the response holds its frames
     const had = this.clientOpen;
     // the client has them open once the first of these frames is written: it
     // is all or nothing for a verifier that checks the run as a whole, and
     // what a client holds is bounded by the frames' bytes anyway
-    this.clientOpen = Object.freeze({ open: Object.freeze([...had.open, ...state.open]), bytes: had.bytes + state.bytes, run: state.run });
-    for (const e of events) {
-      const entry = frameFor(e, seq);
+    this.clientOpen = Object.freeze({ open: Object.freeze([...had.open, ...shared.state.open]), bytes: had.bytes + shared.state.bytes, run: shared.state.run });
+    for (const entry of shared.entries) {
       if (entry.ok) this._emit(entry, true);
     }
   }
@@ -592,7 +603,7 @@ class Follower {
     const reopen = this.clientOpen.open.some(C.isMessageLike);
     if (reopen) this._closeClient(C.isMessageLike);
     send();
-    if (reopen) this._reopen(seq, C.isMessageLike);
+    if (reopen) this._reopen(seq, C.isMessageLike, 'messages');
   }
 
   _messagesOf(value, seq) {

@@ -15,10 +15,21 @@
 //     seq share one.  A hub with no read() (HxShardedHub: a stream's
 //     shard is its own hub's) has no cold state: nothing is reopened, and
 //     the later events of what was open are dropped as opening nothing.
+//     An event of the log the gateway would not send (it does not parse as
+//     an AG-UI event) is not applied: what it opened is not open for the
+//     gateway's clients, and its later events are dropped.
 // What it keeps is bounded: the state at one seq per stream, for at most
-// maxStreams streams (the oldest forgotten first), each at most
-// maxStateBytes of text.
+// maxStreams streams, and maxHotBytes (four times maxStateBytes) of
+// constructs in all (the oldest forgotten first): a state is at most
+// maxStateBytes, but ten thousand of them, kept for streams nobody follows
+// any more, would be 160 GB.
 const { openAt, constructs } = require('hxstate-client');
+const { refusal } = require('./frames');
+
+// a construct event the gateway would not send (frames.js) opens nothing
+// for its responses: a live follower drops it (and starts again from a
+// snapshot), so the log's read drops it too
+const sendable = (event) => refusal(event) === null;
 
 const EXTENSION = `SELECT n.nspname FROM pg_catalog.pg_extension e
                      JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'hxstate'`;
@@ -27,13 +38,15 @@ class Openings {
   /**
    * read: fn(query) run on a connection, query(text, values) resolving to
    * rows (HxHub.read), or null; maxScan, maxBytes: openAt's bounds; maxStreams:
-   * streams whose state is kept; log(level, message).
+   * streams whose state is kept, maxHotBytes: the bytes of all they hold;
+   * log(level, message).
    */
-  constructor({ read, maxScan = 10000, maxBytes = Infinity, maxStreams = 10000, log = () => {} }) {
+  constructor({ read, maxScan = 10000, maxBytes = Infinity, maxStreams = 10000, maxHotBytes = 4 * maxBytes, log = () => {} }) {
     if (read !== null && typeof read !== 'function') throw new TypeError('Openings: read is a function (fn), or null');
     this._read1 = read;
     this._schema = null;
-    this._o = { maxScan, maxBytes, maxStreams };
+    this._o = { maxScan, maxBytes, maxStreams, maxHotBytes };
+    this._hotBytes = 0;         // what the states kept hold (constructs' bytes)
     this._log = log;
     this._hot = new Map();      // stream -> {seq, state}, oldest first
     this._reads = new Map();    // "<stream>\0<seq>" -> promise of a state
@@ -44,9 +57,21 @@ class Openings {
   note(stream, seq, state) {
     const had = this._hot.get(stream);
     if (had && had.seq >= seq) return;
-    if (had) this._hot.delete(stream);
+    if (had) this._forget(stream, had);
+    // a state larger than all that is kept is not kept (a response that joins there reads it)
+    if (state.bytes > this._o.maxHotBytes) return;
     this._hot.set(stream, { seq, state });
-    if (this._hot.size > this._o.maxStreams) this._hot.delete(this._hot.keys().next().value);
+    this._hotBytes += state.bytes;
+    // the oldest forgotten first, past maxStreams streams or maxHotBytes in all
+    while (this._hot.size > this._o.maxStreams || this._hotBytes > this._o.maxHotBytes) {
+      const oldest = this._hot.keys().next().value;
+      this._forget(oldest, this._hot.get(oldest));
+    }
+  }
+
+  _forget(stream, had) {
+    this._hot.delete(stream);
+    this._hotBytes -= had.state.bytes;
   }
 
   /** What is open in stream right after its event seq (a promise; seq 0: nothing). */
@@ -74,7 +99,7 @@ class Openings {
         if (rows.length === 0) throw new Error('the database has no hxstate extension');
         this._schema = `"${rows[0].nspname.replace(/"/g, '""')}"`;
       }
-      return openAt(query, stream, seq, { schema: this._schema, maxScan: this._o.maxScan, maxBytes: this._o.maxBytes });
+      return openAt(query, stream, seq, { schema: this._schema, maxScan: this._o.maxScan, maxBytes: this._o.maxBytes, accept: sendable });
     });
     this.stats.cold++;
     this.stats.scanned += r.scanned;

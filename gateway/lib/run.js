@@ -78,6 +78,7 @@ const { statusOf, finishedEntry, PROTOCOL_VERSION } = require('./stream');
 // How long a hook whose run ended with an interrupt has to settle before
 // its signal aborts.
 const INTERRUPT_GRACE_MS = 5000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function serveRun(ctx, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes, connect = false }) {
   const conn = new SseResponse(ctx, req, res, { kind: 'run', clientId, release, seq: after });
@@ -244,7 +245,9 @@ function serveRun(ctx, req, res, { target, table, clientId, release, after, inpu
   });
   const limits = [ctx.config.maxRunMs, maxDurationMs].filter((ms) => ms > 0);
   const cancelled = hook ? { type: 'cancelled' } : { type: 'success' };
-  if (limits.length > 0) timer = setTimeout(() => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'max_duration'), Math.min(...limits));
+  // a timer's delay is at most 2^31 - 1 ms (Node fires a longer one at once):
+  // a longer limit is that long
+  if (limits.length > 0) timer = setTimeout(() => finish(hookState === 'done' ? { type: 'success' } : cancelled, 'max_duration'), Math.min(...limits, MAX_TIMER_MS));
   conn.onClosed(() => {
     clearTimeout(timer);
     f.stop();

@@ -94,10 +94,15 @@ function jsonbOrder(value) {
   return out;
 }
 
-/** The agent's event of a logged one; null for hxstate's own (run markers, stream ends). */
+function isEvent(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) && typeof value.type === 'string';
+}
+
+/** The agent's event of a logged one; null for hxstate's own (run markers, stream ends) and for a wrapped value that is no event. */
 function decode(logged) {
   if (logged.type === 'CUSTOM') {
-    if (logged.name === WRAPPED) return logged.value;
+    // what another role wrote as a wrapped event may be anything: only an event goes out
+    if (logged.name === WRAPPED) return isEvent(logged.value) ? logged.value : null;
     if (logged.name === RUN_MARKER || logged.name === STREAM_END) return null;
   }
   const e = { ...logged };

@@ -116,12 +116,17 @@ class HxAgentRunner {
     const { Observable } = rxjs();
     return new Observable((subscriber) => {
       let stop = null;
-      let done = false;
-      this._connect(request || {}, subscriber, (fn) => { stop = fn; }).then(
-        () => { done = true; subscriber.complete(); },
-        (err) => { done = true; subscriber.error(err); },
+      let unsubscribed = false;
+      // an unsubscribe before the follower exists stops it as soon as it does
+      this._connect(request || {}, subscriber, (fn) => { if (unsubscribed) fn(); else stop = fn; }).then(
+        () => { subscriber.complete(); },
+        (err) => { subscriber.error(err); },
       );
-      return () => { if (stop) stop(); stop = null; if (!done) done = true; };
+      return () => {
+        unsubscribed = true;
+        if (stop) stop();
+        stop = null;
+      };
     });
   }
 
@@ -538,11 +543,13 @@ class HxAgentRunner {
     const f = new RunFollower(hub, { stream }, { after: 0, maxScan: 100000 });
     let timer = null;
     let stopped = false;
+    // stopped (an unsubscribe, or the end): the follower and the checks end, and so does the connect
     const stop = () => {
       if (stopped) return;
       stopped = true;
       clearInterval(timer);
       f.stop().catch(() => {});
+      finish();
     };
     onStop(stop);
     const check = async () => {
@@ -554,6 +561,15 @@ class HxAgentRunner {
       }
     };
     f.on('error', (err) => { if (err && err.code === 'HX_STATE_TOO_LARGE') fail(err); });
+    // an event the follower dropped (it opens or continues nothing open: a
+    // writer's slip, another role's) is a seq passed all the same: the
+    // connect that waits for the head must not wait for it forever
+    f.on('dropped', ({ seq: at }) => {
+      if (stopped) return;
+      seq = at;
+      if (seq >= history) flush();
+      if (target !== null && seq >= target) finish();
+    });
     f.on('event', (event) => {
       if (stopped) return;
       if (!event.metadata || event.metadata.synthetic) return;
@@ -575,6 +591,7 @@ class HxAgentRunner {
     });
     try {
       await f.ready;
+      if (stopped) return;
       if (status.run_id === null || !status.alive) {
         target = await head((t, v) => this._rows(t, v), this._hx, stream);
         if (seq >= target) finish();

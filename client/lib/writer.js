@@ -81,6 +81,8 @@ class RunWriter extends EventEmitter {
     super();
     const o = { ...DEFAULTS, ...options };
     positive(o, 'flushMs', 0);
+    // Node fires a timer of more than 2^31 - 1 ms after 1 ms
+    if (o.flushMs > 2 ** 31 - 1) throw new TypeError('RunWriter: options.flushMs is at most 2147483647');
     for (const n of ['maxBatchBytes', 'maxPendingBytes', 'maxTransactionBytes', 'maxMessageBytes', 'maxRuns', 'connections']) positive(o, n);
     if (o.maxPendingBytes < o.maxBatchBytes) throw new TypeError('RunWriter: options.maxPendingBytes is at least maxBatchBytes');
     this.options = Object.freeze(o);

@@ -103,3 +103,7 @@ test('RunFollower: an event past maxBytes is dropped and \'error\' says so (HX_S
     await writer.close();
   }
 });
+
+test('RunWriter: a flushMs past what a Node timer holds (2^31 - 1 ms, which Node fires after 1 ms) is refused', () => {
+  assert.throws(() => new RunWriter({ pg: pgc, flushMs: 2 ** 31 }), writerError(/flushMs is at most 2147483647/));
+});

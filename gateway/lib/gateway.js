@@ -60,6 +60,9 @@ function positiveInt(o, name, min = 1) {
   if (!Number.isSafeInteger(o[name]) || o[name] < min) throw new TypeError(`hxstate-gateway: options.${name} is an integer >= ${min}`);
 }
 
+// Node fires a timer of more than 2^31 - 1 ms after 1 ms
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 function defaultClientId(req) {
   return req.socket.remoteAddress || 'unknown';
 }
@@ -73,7 +76,10 @@ function configOf(options) {
   const o = { ...DEFAULTS, ...(options || {}) };
   if (!['snapshot', 'log'].includes(o.overflow)) throw new TypeError("hxstate-gateway: options.overflow is 'snapshot' or 'log'");
   for (const name of ['maxQueue', 'maxPerClient', 'maxBody', 'maxBodyTotal', 'bodyTimeout', 'maxClientBytes', 'stallTimeout',
-    'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes', 'runScan']) positiveInt(o, name);
+    'maxInputDepth', 'maxRuns', 'maxRunsPerToken', 'maxStateBytes', 'runScan', 'heartbeat']) positiveInt(o, name);
+  for (const name of ['bodyTimeout', 'stallTimeout', 'heartbeat']) {
+    if (o[name] > MAX_TIMER_MS) throw new TypeError(`hxstate-gateway: options.${name} is at most ${MAX_TIMER_MS} ms`);
+  }
   if (o.run !== null && typeof o.run !== 'function') throw new TypeError('hxstate-gateway: options.run is a function (input, target, {signal, json})');
   if (o.durable) durableOptions(o.durable); // checked before anything starts
   if (typeof o.authorize !== 'function') {

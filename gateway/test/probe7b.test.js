@@ -331,3 +331,17 @@ test('a maxDurationMs past what a timer holds (2^31 - 1 ms) is that long, not a 
     await g.close();
   }
 });
+
+test('timer options past what a Node timer holds (2^31 - 1 ms, which Node fires after 1 ms) are refused when the gateway or the runner is made', () => {
+  const { HxAgentRunner } = require('../copilotkit');
+  for (const name of ['heartbeat', 'bodyTimeout', 'stallTimeout']) {
+    assert.throws(() => new (require('..').Gateway)({ pg: { database: DB }, tables: ['sessions'], secret: 's'.repeat(32), [name]: 2 ** 31 }),
+      (err) => err instanceof TypeError && err.message.includes(`options.${name} is at most 2147483647`), name);
+  }
+  assert.throws(() => new (require('..').Gateway)({ pg: { database: DB }, tables: ['sessions'], secret: 's'.repeat(32), heartbeat: 0 }),
+    (err) => err instanceof TypeError && err.message.includes('options.heartbeat is an integer >= 1'));
+  for (const name of ['checkIntervalMs', 'stopTimeoutMs']) {
+    assert.throws(() => new HxAgentRunner({ pg: { database: DB }, [name]: 1e12 }),
+      (err) => err instanceof TypeError && err.message.includes(`options.${name} is at most 2147483647`), name);
+  }
+});

@@ -72,6 +72,10 @@ class HxAgentRunner {
     for (const n of ['maxThreadIdBytes', 'maxInputBytes', 'maxEventBytes', 'stopTimeoutMs', 'checkIntervalMs']) {
       if (!Number.isSafeInteger(o[n]) || o[n] < 1) throw new TypeError(`HxAgentRunner: options.${n} is an integer >= 1`);
     }
+    // Node fires a timer of more than 2^31 - 1 ms after 1 ms
+    for (const n of ['stopTimeoutMs', 'checkIntervalMs']) {
+      if (o[n] > 2 ** 31 - 1) throw new TypeError(`HxAgentRunner: options.${n} is at most 2147483647`);
+    }
     if (typeof o.schema !== 'string' || o.schema === '') throw new TypeError('HxAgentRunner: options.schema is a schema name');
     this.options = Object.freeze(o);
     this._sql = statements(o.schema);

@@ -136,7 +136,7 @@ typedef struct Store
 	List	   *killed;			/* HxSegId *: replaced by this generation */
 	List	   *later;			/* Deferred *: kept nodes to compare */
 	int			written;		/* segments written */
-	bool		keep_dead;		/* carry the stored generation's dead over */
+	bool		own_version;	/* the old row version is this transaction's */
 } Store;
 
 /* A kept node whose new value is compared once the plan is made */
@@ -1399,20 +1399,34 @@ open_old(Store *st, HxDocHead *old)
 }
 
 /*
- * The segments the stored generation replaced (img->dead) go now, or, when
- * st->keep_dead, are listed as dead in the new generation too, to go with
- * its own at the next write that does not keep them (see hx_store()).
+ * The segments the stored generation replaced (img->dead) go now, or, while
+ * a pending trigger event may read them, are listed as dead in the new
+ * generation too, to go with its own at the next write that does not keep
+ * them.
  */
 static void
 purge_dead(Store *st)
 {
 	ListCell   *lc;
+	bool		keep;
 
+	if (st->old.dead == NIL)
+		return;
+
+	/*
+	 * The value the stored one replaced (the old row's value's predecessor)
+	 * is still read by a pending AFTER trigger event of this transaction
+	 * when the old row version is this transaction's and the table has
+	 * events pending: a deferred constraint trigger (hx_lock_once, say)
+	 * reads at COMMIT the OLD row of this transaction's earlier update.
+	 * Its segments are then kept, until a write of a later transaction.
+	 */
+	keep = st->own_version && AfterTriggerPendingOnRel(st->rel);
 	foreach(lc, st->old.dead)
 	{
 		HxSegment  *s = (HxSegment *) lfirst(lc);
 
-		if (st->keep_dead)
+		if (keep)
 		{
 			HxSegId    *id = palloc(sizeof(HxSegId));
 
@@ -1673,18 +1687,9 @@ hx_store(PG_FUNCTION_ARGS)
 		st.att = attnum;
 		st.tgname = trigdata->tg_trigger->tgname;
 
-		/*
-		 * The value the stored one replaced (the old row's value's
-		 * predecessor) is still read by a pending AFTER trigger event of
-		 * this transaction, when the old row version is this transaction's
-		 * and the table has events pending: a deferred constraint trigger
-		 * (hx_lock_once, say) reads at COMMIT the OLD row of this
-		 * transaction's earlier update.  Its segments are then kept, until
-		 * a write of a later transaction.
-		 */
-		st.keep_dead = oldtup != NULL &&
-			TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(oldtup->t_data)) &&
-			AfterTriggerPendingOnRel(RelationGetRelid(rel));
+		/* (purge_dead() keeps what a pending trigger event may read) */
+		st.own_version = oldtup != NULL &&
+			TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(oldtup->t_data));
 
 		if (newtup == NULL || newnull)
 		{

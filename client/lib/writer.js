@@ -67,6 +67,9 @@ const DEFAULTS = {
   applicationName: 'hxstate-writer',
 };
 
+// the longest delay a Node timer holds (a longer one fires after 1 ms)
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 function positive(o, name, min = 1) {
   if (!Number.isSafeInteger(o[name]) || o[name] < min) throw new TypeError(`RunWriter: options.${name} is an integer >= ${min}`);
 }
@@ -81,8 +84,7 @@ class RunWriter extends EventEmitter {
     super();
     const o = { ...DEFAULTS, ...options };
     positive(o, 'flushMs', 0);
-    // Node fires a timer of more than 2^31 - 1 ms after 1 ms
-    if (o.flushMs > 2 ** 31 - 1) throw new TypeError('RunWriter: options.flushMs is at most 2147483647');
+    if (o.flushMs > MAX_TIMER_MS) throw new TypeError(`RunWriter: options.flushMs is at most ${MAX_TIMER_MS}`);
     for (const n of ['maxBatchBytes', 'maxPendingBytes', 'maxTransactionBytes', 'maxMessageBytes', 'maxRuns', 'connections']) positive(o, n);
     if (o.maxPendingBytes < o.maxBatchBytes) throw new TypeError('RunWriter: options.maxPendingBytes is at least maxBatchBytes');
     this.options = Object.freeze(o);

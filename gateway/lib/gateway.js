@@ -20,6 +20,7 @@
 // the hub, writing to one SseResponse (sse.js: what a client may hold, in
 // bytes).
 const { HxHub } = require('hxstate-client');
+const { MAX_TIMER_MS } = require('./timers');
 const { HttpError, ClientSlots, BodyReader } = require('./limits');
 const { tokenAuthorizer } = require('./token');
 const { Machines, clientFor } = require('./machines');
@@ -60,8 +61,6 @@ function positiveInt(o, name, min = 1) {
   if (!Number.isSafeInteger(o[name]) || o[name] < min) throw new TypeError(`hxstate-gateway: options.${name} is an integer >= ${min}`);
 }
 
-// Node fires a timer of more than 2^31 - 1 ms after 1 ms
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function defaultClientId(req) {
   return req.socket.remoteAddress || 'unknown';

@@ -74,11 +74,11 @@ const { SseResponse } = require('./sse');
 const { Follower } = require('./follow');
 const { frameFor } = require('./frames');
 const { statusOf, finishedEntry, PROTOCOL_VERSION } = require('./stream');
+const { MAX_TIMER_MS } = require('./timers');
 
 // How long a hook whose run ended with an interrupt has to settle before
 // its signal aborts.
 const INTERRUPT_GRACE_MS = 5000;
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function serveRun(ctx, req, res, { target, table, clientId, release, after, input, json, maxDurationMs, slot, scopes, connect = false }) {
   const conn = new SseResponse(ctx, req, res, { kind: 'run', clientId, release, seq: after });

@@ -32,6 +32,7 @@ const { closers, RUN_MARKER } = require('hxstate-client').constructs;
 const { encode, decode, jsonbOrder, joins, PrefixMatch, jsonText, CopilotKitInputError } = require('./events');
 const { statements, STREAM_PREFIX, STOP_CHANNEL } = require('./threads');
 const { Owner } = require('./owner');
+const { MAX_TIMER_MS } = require('../timers');
 const { extensionSchema, head, runInLog, messageIds } = require('./log');
 
 function rxjs() {
@@ -72,9 +73,8 @@ class HxAgentRunner {
     for (const n of ['maxThreadIdBytes', 'maxInputBytes', 'maxEventBytes', 'stopTimeoutMs', 'checkIntervalMs']) {
       if (!Number.isSafeInteger(o[n]) || o[n] < 1) throw new TypeError(`HxAgentRunner: options.${n} is an integer >= 1`);
     }
-    // Node fires a timer of more than 2^31 - 1 ms after 1 ms
     for (const n of ['stopTimeoutMs', 'checkIntervalMs']) {
-      if (o[n] > 2 ** 31 - 1) throw new TypeError(`HxAgentRunner: options.${n} is at most 2147483647`);
+      if (o[n] > MAX_TIMER_MS) throw new TypeError(`HxAgentRunner: options.${n} is at most ${MAX_TIMER_MS}`);
     }
     if (typeof o.schema !== 'string' || o.schema === '') throw new TypeError('HxAgentRunner: options.schema is a schema name');
     this.options = Object.freeze(o);

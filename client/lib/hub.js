@@ -82,7 +82,7 @@
 const { EventEmitter } = require('node:events');
 const sql = require('./sql');
 const { StreamEntry } = require('./entry');
-const { SubscriptionCore, HxSubscription } = require('./subscription');
+const { SubscriptionCore, HxSubscription, markOfRow } = require('./subscription');
 const { Drainer } = require('./drainer');
 const { Reader } = require('./reader');
 const { Link } = require('./link');
@@ -684,7 +684,7 @@ class HxHub extends EventEmitter {
         for (const sib of entry.subs) {
           const seed = sib === sub ? null : sib.seed();
           if (seed) {
-            this._takeSnapshot(sub, seed.seq, seed.state, null, seed.bytes);
+            this._takeSnapshot(sub, seed.seq, seed.state, null, seed.bytes, seed.mark);
             return;
           }
         }
@@ -705,8 +705,8 @@ class HxHub extends EventEmitter {
     this._check(sub);
   }
 
-  _takeSnapshot(sub, seq, state, last, bytes) {
-    const r = sub.takeSnapshot(seq, state, last, bytes);
+  _takeSnapshot(sub, seq, state, last, bytes, mark) {
+    const r = sub.takeSnapshot(seq, state, last, bytes, mark);
     if (r instanceof Error) {
       this._failSub(sub, r);
       return;
@@ -823,7 +823,8 @@ class HxHub extends EventEmitter {
       const state = r.state === null ? null : r.state.value;
       const bytes = r.state === null ? 0 : r.state.bytes;
       const last = r.last === null ? null : r.last.value;
-      for (const sub of [...entry.subs]) if (sub.waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes);
+      const mark = r.mark === null || r.mark === undefined ? null : markOfRow(r.mark.value);
+      for (const sub of [...entry.subs]) if (sub.waitsFor(tick)) this._takeSnapshot(sub, seq, state, last, bytes, mark);
       // subscriptions that started waiting after the read was sent ask again
       for (const sub of [...entry.subs]) {
         if (sub.phase === 'snapshot' && !sub.waitsFor(tick)) {

@@ -114,15 +114,22 @@ function channels(schema, streams) {
 }
 
 /**
- * The state and seq of each key, and when the state is NULL the stream's
- * last event (is the row gone, after hx.stream_end?), in one statement and
- * so one snapshot.
+ * The state and seq of each key, when the state is NULL the stream's last
+ * event (is the row gone, after hx.stream_end?), and the mark of the event
+ * at seq (its type, its timestamp and the bytes of its JSON text: what a
+ * reconnect after a failover compares), in one statement and so one
+ * snapshot.
  */
 function snapshots(schema, source, keys) {
   return {
     text: `SELECT s.key, s.stream, s.seq, s.state,
                   (SELECT e.event FROM ${schema}.hx_event e
-                    WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) AS last
+                    WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) AS last,
+                  (SELECT pg_catalog.jsonb_build_array(pg_catalog.jsonb_extract_path(e.event, 'type'),
+                                                       pg_catalog.jsonb_extract_path(e.event, 'timestamp'),
+                                                       pg_catalog.octet_length(e.event::pg_catalog.text))
+                     FROM ${schema}.hx_event e
+                    WHERE s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) AS mark
              FROM ${snapshotsOf(schema, source, '$1')} s`,
     values: sourceValues(source, keys),
   };

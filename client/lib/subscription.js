@@ -47,7 +47,19 @@ function eventMark(event, bytes) {
 }
 
 function markOf(type, timestamp, bytes) {
-  return `${type}|${timestamp}|${bytes}`;
+  // a member the event does not have is null, as the server's mark of a
+  // snapshot's position gives it (markOfRow)
+  return `${type === undefined ? null : type}|${timestamp === undefined ? null : timestamp}|${bytes}`;
+}
+
+/**
+ * The parts of the mark of the event at a snapshot's seq, as the snapshot
+ * read gives them (sql.snapshots: [type, timestamp, the bytes of its JSON
+ * text]), or null: the log does not hold that event (none yet, or trimmed).
+ */
+function markOfRow(mark) {
+  if (!Array.isArray(mark) || mark.length !== 3 || !Number.isSafeInteger(mark[2])) return null;
+  return { type: markPart(mark[0]), timestamp: markPart(mark[1]), bytes: mark[2] };
 }
 
 /**
@@ -377,7 +389,8 @@ class SubscriptionCore {
   /** Its position, for a sibling that joins the stream: exact, live, with its state. */
   seed() {
     if (this._phase !== 'live' || !this._exact || this._ended || !this._keepState) return null;
-    return { seq: this._seq, state: this._state, bytes: this._stateBytes };
+    const mark = this._marked ? { type: this._markType, timestamp: this._markTime, bytes: this._markBytes } : null;
+    return { seq: this._seq, state: this._state, bytes: this._stateBytes, mark };
   }
 
   /** The cursor a read of the log would start after, or null: it does not want one now. */
@@ -400,12 +413,17 @@ class SubscriptionCore {
   snapshotRetry() { this._snapTick = -1; }
 
   /**
-   * Start (again) from a snapshot: seq, state (bytes: its size), and the
-   * last event when the state is NULL.  Returns 'stale' (older than its
-   * cursor: it needs another), 'initial' or 'resync'; or an Error
-   * (HX_STATE_TOO_LARGE) for a state larger than its maxStateBytes.
+   * Start (again) from a snapshot: seq, state (bytes: its size), the last
+   * event when the state is NULL, and the mark of the event at seq
+   * ({type, timestamp, bytes}, markOfRow) or null.  The mark is what a
+   * reconnect verifies: a snapshot read on a primary that a failover then
+   * loses commits from may show one of them, and the follower positioned
+   * there must notice as one that accepted it as an event does.  Returns
+   * 'stale' (older than its cursor: it needs another), 'initial' or
+   * 'resync'; or an Error (HX_STATE_TOO_LARGE) for a state larger than
+   * its maxStateBytes.
    */
-  takeSnapshot(seq, state, last, bytes) {
+  takeSnapshot(seq, state, last, bytes, mark = null) {
     this._snapTick = -1;
     if (this._keepState && state !== null && bytes > this._maxStateBytes) {
       const err = stateTooLarge(bytes, this._maxStateBytes);
@@ -425,7 +443,10 @@ class SubscriptionCore {
     this._ended = ended;
     this._phase = 'live';
     this._synced = true;
-    this._marked = false;
+    this._marked = mark !== null && seq > 0;
+    this._markType = this._marked ? mark.type : undefined;
+    this._markTime = this._marked ? mark.timestamp : undefined;
+    this._markBytes = this._marked ? mark.bytes : 0;
     this._verify = false;
     this._exact = this._keepState;
     this._more = this._force = false;
@@ -666,4 +687,4 @@ class HxSubscription extends EventEmitter {
   }
 }
 
-module.exports = { SubscriptionCore, HxSubscription, syntheticSnapshot };
+module.exports = { SubscriptionCore, HxSubscription, syntheticSnapshot, markOfRow };

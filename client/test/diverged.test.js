@@ -217,3 +217,94 @@ test('HxHub, a stream followed by name (no snapshot to resync from): it fails wi
     await hub.stop();
   }
 });
+
+/** Write three deltas (seq 2..4) before anyone follows key; return the states by seq. */
+async function writeThreeUnfollowed(key) {
+  const states = new Map();
+  for (let i = 1; i <= 3; i++) {
+    const state = await h.merge(db, 'sessions', key, [{ op: 'append', path: '/l', items: [`${key}-${i}`] }, { op: 'increment', path: '/n', by: 1 }]);
+    states.set(await h.lastSeq(db, `sessions:${key}`), state);
+  }
+  assert.deepEqual([...states.keys()], [2, 3, 4]);
+  return states;
+}
+
+// A follower whose position comes from a snapshot (it has taken no event
+// since) has no event of its own to compare after a failover: the snapshot
+// read gives it the mark of the event at its seq, so that a snapshot that
+// showed a commit the failover lost is caught as an event would be.
+for (const [transport, replaced, key] of [['wal', true, 'd-6'], ['listen', true, 'd-7'], ['wal', false, 'd-8']]) {
+  const what = replaced ? 'another event at its seq' : 'a log that ends below its seq';
+  test(`HxHub over ${transport}, positioned by a snapshot: the new primary has ${what}: a resync (diverged) to the row`, async () => {
+    await db.query('INSERT INTO sessions VALUES ($1, \'{"l": [], "n": 0}\')', [key]);
+    const states = await writeThreeUnfollowed(key);
+    const appName = `hx-diverged-snap-${key}`;
+    const hub = new HxHub({ pg: { database: DB, application_name: appName }, transport, pollInterval: 0, reconnect: { min: 20, max: 200 } });
+    hub.on('error', () => {});
+    const resyncs = [];
+    const events = [];
+    let last = null;
+    const sub = hub.follow({ table: 'sessions', key });
+    sub.on('event', (event, state) => {
+      events.push(event);
+      last = { seq: event.metadata.seq, state };
+    });
+    sub.on('resync', (r) => resyncs.push(r));
+    sub.on('error', () => {});
+    await hub.start();
+    try {
+      await sub.ready;
+      assert.deepEqual(events.map((e) => [e.type, e.metadata.seq, e.metadata.synthetic]), [['STATE_SNAPSHOT', 4, true]]);
+      assert.deepStrictEqual(last.state, states.get(4));
+      const killed = await failover({ key, appName, states, disconnected: () => hub.stats.disconnects >= 1, newEvent: replaced });
+      assert.ok(killed >= 1);
+      const want = replaced ? 4 : 3;
+      await h.waitFor(() => resyncs.length === 1, 'the resync');
+      assert.deepEqual(resyncs.map((r) => [r.reason, r.previousSeq, r.seq]), [['diverged', 4, want]]);
+      assert.equal(hub.stats.divergences, 1);
+      await h.waitFor(() => last.seq === want && events.length === 2, `the resync's snapshot at seq ${want}`);
+      assert.deepStrictEqual(last.state, await h.rowState(db, 'sessions', key));
+      const next = await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 10 }]);
+      await h.waitFor(() => last.seq === want + 1, `seq ${want + 1}`);
+      assert.deepStrictEqual(last.state, next);
+      assert.equal(resyncs.length, 1);
+    } finally {
+      await hub.stop();
+    }
+  });
+}
+
+test('HxHub, positioned by a snapshot, a reconnect that lost nothing: no resync', async () => {
+  const key = 'd-9';
+  await db.query('INSERT INTO sessions VALUES ($1, \'{"l": [], "n": 0}\')', [key]);
+  await writeThreeUnfollowed(key);
+  const appName = 'hx-diverged-snap-same';
+  const hub = new HxHub({ pg: { database: DB, application_name: appName }, transport: 'wal', pollInterval: 0, reconnect: { min: 20, max: 200 } });
+  hub.on('error', () => {});
+  const resyncs = [];
+  let last = null;
+  const sub = hub.follow({ table: 'sessions', key });
+  sub.on('event', (event, state) => { last = { seq: event.metadata.seq, state }; });
+  sub.on('resync', (r) => resyncs.push(r));
+  sub.on('error', () => {});
+  await hub.start();
+  try {
+    await sub.ready;
+    assert.equal(last.seq, 4);
+    await lockOut(true);
+    try {
+      assert.ok(await h.killBackends(db, appName) >= 1);
+      await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
+    } finally {
+      await lockOut(false);
+    }
+    await h.waitFor(() => hub.stats.reconnects >= 1 && sub.stats.pages >= 1, 'the reconnect\'s check');
+    const next = await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 10 }]);
+    await h.waitFor(() => last.seq === 5, 'seq 5');
+    assert.deepStrictEqual(resyncs, []);
+    assert.equal(hub.stats.divergences, 0);
+    assert.deepStrictEqual(last.state, next);
+  } finally {
+    await hub.stop();
+  }
+});

@@ -32,6 +32,15 @@ def write(conn: psycopg.Connection[Any], key: str, n: int) -> None:
     )
 
 
+def kill_followers(conn: psycopg.Connection[Any]) -> None:
+    """End every other session on the test's database (the follower's)."""
+    killed = conn.execute(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database()"
+    ).fetchone()
+    assert killed is not None and killed[0] >= 1
+
+
 async def take(f: Follower, n: int, timeout: float = 10.0) -> list[tuple[dict[str, Any], Any]]:
     out: list[tuple[dict[str, Any], Any]] = []
     it = f.__aiter__()
@@ -191,6 +200,68 @@ async def test_reconnect_to_a_server_that_lost_an_event_resyncs(
     async with asyncio.timeout(10):
         event, state = await anext(it)
     assert event["metadata"]["seq"] == want + 1 and state["items"] == [1, 2, 9]
+    await f.close()
+
+
+@pytest.mark.parametrize("replaced", [True, False], ids=["another-event-at-its-seq", "log-ends-below-it"])
+async def test_reconnect_positioned_by_a_snapshot_that_showed_a_lost_commit_resyncs(
+    dsn: str, conn: psycopg.Connection[Any], table: str, replaced: bool
+) -> None:
+    """As above, for a follower whose position comes from its snapshot (it
+    has handed out no event since): the snapshot was read at seq 4, which
+    the "failover" then loses.  It must resync (diverged), as one that
+    handed out event 4 does."""
+    key = str(uuid.uuid4())
+    stream = f"py_follow:{key}"
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    states = []
+    for i in range(1, 4):
+        write(conn, key, i)
+        row = conn.execute("SELECT state FROM py_follow WHERE k = %s", (key,)).fetchone()
+        assert row is not None
+        states.append(row[0])
+    f = follow(dsn, table=table, key=key, poll_interval=0.2, reconnect=(0.05, 0.2))
+    it = f.__aiter__()
+    event, state = await anext(it)
+    assert event["metadata"] == {"stream": stream, "seq": 4, "synthetic": True} and state == states[2]
+    kill_followers(conn)
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        assert conn.execute("DELETE FROM hx_event WHERE stream = %s AND seq = 4", (stream,)).rowcount == 1
+        conn.execute("UPDATE py_follow SET state = %s WHERE k = %s", (json.dumps(states[1]), key))
+    if replaced:
+        conn.execute("""UPDATE py_follow SET state = hx_merge(state, '[{"op": "replace", "path": "/other", "value": 1}]') WHERE k = %s""", (key,))
+    want = 4 if replaced else 3
+    row = conn.execute("SELECT state FROM py_follow WHERE k = %s", (key,)).fetchone()
+    assert row is not None
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["type"] == "STATE_SNAPSHOT" and event["metadata"]["reason"] == "diverged"
+    assert event["metadata"]["seq"] == want and f.seq == want and state == row[0]
+    assert f.stats["resyncs"] == 1 and f.stats["reconnects"] == 1
+    write(conn, key, 9)
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["metadata"]["seq"] == want + 1 and state["items"] == [1, 2, 9]
+    await f.close()
+
+
+async def test_reconnect_positioned_by_a_snapshot_that_lost_nothing_goes_on(
+    dsn: str, conn: psycopg.Connection[Any], table: str
+) -> None:
+    key = str(uuid.uuid4())
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    write(conn, key, 1)
+    f = follow(dsn, table=table, key=key, poll_interval=0.2, reconnect=(0.05, 0.2))
+    it = f.__aiter__()
+    event, _ = await anext(it)
+    assert event["metadata"]["seq"] == 2
+    kill_followers(conn)
+    write(conn, key, 2)
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["type"] == "STATE_DELTA" and event["metadata"]["seq"] == 3 and state["items"] == [1, 2]
+    assert f.stats["resyncs"] == 0 and f.stats["reconnects"] == 1
     await f.close()
 
 

@@ -37,7 +37,8 @@ The follower keeps the JavaScript HxStream's guarantees:
   primary when its wait for the standby was cut short, never replicated):
   if the new server's log has another event there, or ends below it, the
   follower resyncs from a fresh snapshot (reason ``diverged``), which may
-  be older than its cursor.
+  be older than its cursor.  A follower positioned by a snapshot compares
+  the digest of the log's event at the snapshot's seq, read with it.
 """
 
 from __future__ import annotations
@@ -187,6 +188,10 @@ class Follower:
         self._conn: psycopg.AsyncConnection[Any] | None = None
         #: the event handed out at self.seq, when it came from the log
         self._last: dict[str, Any] | None = None
+        #: when self.seq came from a snapshot: the SHA-256 of the JSON text
+        #: of the log's event at that seq, read with the snapshot (None:
+        #: the log did not hold it)
+        self._last_digest: bytes | None = None
 
     async def close(self) -> None:
         self._closed = True
@@ -198,9 +203,11 @@ class Follower:
 
     async def _snapshot(
         self, conn: psycopg.AsyncConnection[Any], hx: str
-    ) -> tuple[str, int, Any, dict[str, Any] | None] | None:
-        """The stream, its seq and the state at it, in one statement; and
-        when the state is NULL, the stream's last event (did it end?)."""
+    ) -> tuple[str, int, Any, dict[str, Any] | None, bytes | None] | None:
+        """The stream, its seq and the state at it, in one statement; when
+        the state is NULL, the stream's last event (did it end?); and the
+        digest of the event at seq, which a reconnect after a failover
+        compares (_verify)."""
         if self.table is not None:
             source = sql.SQL("{}.hx_stream_snapshot(%s::regclass, %s)").format(sql.Identifier(hx))
             params: tuple[Any, ...] = (self.table, self.key)
@@ -213,9 +220,10 @@ class Follower:
         # the bound is not sent
         q = sql.SQL(
             "SELECT s.stream, s.seq, CASE WHEN s.n <= %s THEN s.state END, s.n, "
-            "(SELECT e.event FROM {}.hx_event e WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) "
-            "FROM (SELECT x.*, pg_catalog.octet_length(x.state::text) AS n FROM {} x) s"
-        ).format(sql.Identifier(hx), source)
+            "(SELECT e.event FROM {hx}.hx_event e WHERE s.state IS NULL AND s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq), "
+            "(SELECT {digest} FROM {hx}.hx_event e WHERE s.seq > 0 AND e.stream = s.stream AND e.seq = s.seq) "
+            "FROM (SELECT x.*, pg_catalog.octet_length(x.state::text) AS n FROM {source} x) s"
+        ).format(hx=sql.Identifier(hx), digest=_DIGEST, source=source)
         cur = await conn.execute(q, (self.max_state_bytes, *params))
         row = await cur.fetchone()
         if row is None or row[0] is None:
@@ -223,7 +231,7 @@ class Follower:
         if row[3] is not None and row[3] > self.max_state_bytes:
             self.stream = row[0]
             self._too_large(f"its state at seq {row[1]} is {row[3]} bytes")
-        return row[0], int(row[1]), row[2], row[4]
+        return row[0], int(row[1]), row[2], row[4], row[5]
 
     def _too_large(self, what: str) -> None:
         self._closed = True
@@ -232,12 +240,13 @@ class Follower:
             hint="Follow it with a larger max_state_bytes, or keep the stream's state smaller.",
         )
 
-    def _start_from(self, snap: tuple[str, int, Any, dict[str, Any] | None]) -> dict[str, Any]:
+    def _start_from(self, snap: tuple[str, int, Any, dict[str, Any] | None, bytes | None]) -> dict[str, Any]:
         """Take a snapshot: the event that hands it out, the stream's end
         when it ended."""
         self.seq, self.state = snap[1], snap[2]
         self.state_bytes = json_size(self.state) if self.state is not None else 0
         self._last = None
+        self._last_digest = snap[4]
         last = snap[3]
         self.ended = last is not None and is_end(last)
         if self.ended:
@@ -358,13 +367,27 @@ class Follower:
     async def _verify(self, conn: psycopg.AsyncConnection[Any], hx: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
         """After a reconnect: is the event handed out at the cursor still
         in the log, unchanged?  Else resync (reason ``diverged``)."""
-        if self._last is None or not self.seq:
+        if not self.seq:
             return
-        rows, _ = await self._page(conn, hx, self.seq - 1, 1)
-        row = rows[0] if rows else None
+        if self._last is not None:
+            rows, _ = await self._page(conn, hx, self.seq - 1, 1)
+            row: tuple[int, Any] | None = (rows[0][0], rows[0][1]) if rows else None
+            mine: Any = self._last
+        elif self._last_digest is not None:
+            # positioned by a snapshot: a snapshot read on a primary that a
+            # failover then lost commits from may show one of them
+            cur = await conn.execute(
+                sql.SQL("SELECT e.seq, {} FROM {}.hx_stream_events(%s, %s, 1) e").format(_DIGEST, sql.Identifier(hx)),
+                (self.stream, self.seq - 1),
+            )
+            found = await cur.fetchone()
+            row = (found[0], bytes(found[1])) if found else None
+            mine = self._last_digest
+        else:
+            return
         if row is not None and row[0] > self.seq:
             return  # trimmed past the cursor, and the log goes on: nothing to compare
-        if row is None or row[1] != self._last:
+        if row is None or row[1] != mine:
             async for item in self._resync(conn, hx, "diverged"):
                 yield item
 
@@ -386,6 +409,10 @@ class Follower:
         if not self.ended:
             event["metadata"]["reason"] = reason
         yield event, self.state
+
+
+#: the digest of a log row's event e (its JSON text, as the server writes it)
+_DIGEST = sql.SQL("pg_catalog.sha256(pg_catalog.convert_to(e.event::pg_catalog.text, 'UTF8'))")
 
 
 def follow(conninfo: str, **kwargs: Any) -> Follower:

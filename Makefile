@@ -7,6 +7,7 @@ OBJS = \
 	src/catalog.o \
 	src/chunk.o \
 	src/compress.o \
+	src/decode.o \
 	src/detoast.o \
 	src/diff.o \
 	src/doc.o \
@@ -44,7 +45,7 @@ DATA = \
 	sql/hxstate--0.6.0--0.7.0.sql \
 	sql/hxstate--0.7.0.sql
 
-REGRESS = setup patch merge diff compress limits guard phase stream names send logcache argcache runs store store_abuse migrate security searchpath steps replay sessions upgrade store_defects probe7a
+REGRESS = setup patch merge diff compress limits guard phase stream names send logcache argcache runs store store_abuse migrate security searchpath steps replay sessions upgrade store_defects probe7a decode
 REGRESS_OPTS = --inputdir=test --load-extension=hxstate
 
 ISOLATION = patch-test-race merge-parallel guard-races machine-cache stream-notify notify-hint stream-send stream-emit store-concurrent store-migrate store-delete store-gc-race store-decoding step-promote upgrade-rename extension-cache trigger-cache log-indexes

@@ -11,15 +11,22 @@
 # runs the same pgbench load (bench/pgbench/update.sql, 32 clients, -R
 # HX_BENCH_RATE transactions a second, so that every contender sees the
 # same batching) with one consumer following every session over the WAL:
-#   new    bench/pgbench/follow.js on this tree's client/;
+#   new    bench/pgbench/follow.js on this tree's client/ as it comes:
+#          decoding with hxstate's output plugin (one message per
+#          transaction), the replication socket left unread coalesceMs
+#          (5 ms) after each read;
+#   nc     the same, reading as data comes (coalesceMs 0);
+#   pgo    the same, decoding with pgoutput (decoder: 'pgoutput',
+#          coalesceMs 0), as 0.6.0 did;
 #   base   the same file on BASE's client/ (git archive into a scratch
-#          directory);
+#          directory), as BASE decodes (before 0.7.0: pgoutput);
 #   recv   pg_recvlogical on a slot of its own, output discarded (-F 0),
 #          decoding the same publication with pgoutput;
+#   recvhx pg_recvlogical decoding with hxstate's output plugin;
 #   idle   with HX_BENCH_IDLE=1: follow.js on this tree's client following
 #          no session (its hub decodes every insert and drops it): what the
 #          replication connection costs in Node (node-postgres, the socket,
-#          pgoutput's messages) before any delivery;
+#          the plugin's messages) before any delivery;
 # the order rotating each round.  The consumer's user + system CPU time
 # (/proc/<pid>/stat) during the load, over the transactions pgbench
 # committed, is its CPU per event; the follower must have handed out
@@ -69,21 +76,31 @@ one() {							# contender -> "us_per_event"
 	psql -X -q -d "$HX_BENCH_PG_DB" -c "SELECT bench_pg_reset('log', $ROWS)" -c 'VACUUM ANALYZE sessions' -c 'CHECKPOINT' >/dev/null
 	echo 0 >"$work/expect"
 	case $who in
-		new | base | idle)
-			local dir=$top rows=$ROWS
+		new | nc | pgo | base | idle)
+			local dir=$top rows=$ROWS decoder=hxstate coalesce=
 			[ "$who" = base ] && dir=$work/base
 			[ "$who" = idle ] && rows=0
-			node "$dir/bench/pgbench/follow.js" "$rows" wal "$work/expect" >"$work/follow.out" 2>"$work/follow.err" &
+			[ "$who" = pgo ] && { decoder=pgoutput; coalesce=0; }
+			[ "$who" = nc ] && coalesce=0
+			HX_BENCH_COALESCE_MS=$coalesce HX_BENCH_DECODER=$decoder node "$dir/bench/pgbench/follow.js" "$rows" wal "$work/expect" >"$work/follow.out" 2>"$work/follow.err" &
 			pid=$!
 			until grep -q '^ready' "$work/follow.out"; do
 				kill -0 "$pid" 2>/dev/null || { cat "$work/follow.err" >&2; return 1; }
 				sleep 0.1
 			done
+			# this tree's hub decodes as it was asked (BASE's as it does)
+			if [ "$who" != base ] && ! grep -q "^ready wal .* $decoder\$" "$work/follow.out"; then
+				echo "bench/hubcpu: $who decodes with $(sed -n 's/^ready wal [0-9]* //p' "$work/follow.out"), not $decoder" >&2
+				kill "$pid"
+				return 1
+			fi
 			;;
-		recv)
-			"$BIN/pg_recvlogical" -d "$HX_BENCH_PG_DB" --slot=hx_bench_cpu --create-slot -P pgoutput
+		recv | recvhx)
+			local plugin=pgoutput opts=(-o proto_version=1 -o publication_names=hxstate_events)
+			[ "$who" = recvhx ] && { plugin=hxstate; opts=(-o proto_version=1); }
+			"$BIN/pg_recvlogical" -d "$HX_BENCH_PG_DB" --slot=hx_bench_cpu --create-slot -P "$plugin"
 			"$BIN/pg_recvlogical" -d "$HX_BENCH_PG_DB" --slot=hx_bench_cpu --start -s 1 -F 0 --no-loop \
-				-o proto_version=1 -o publication_names=hxstate_events -f /dev/null 2>"$work/recv.err" &
+				"${opts[@]}" -f /dev/null 2>"$work/recv.err" &
 			pid=$!
 			until [ "$(psql -X -Atq -d "$HX_BENCH_PG_DB" -c "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'pg_recvlogical'")" = 1 ]; do
 				sleep 0.1
@@ -94,7 +111,7 @@ one() {							# contender -> "us_per_event"
 	"$BIN/pgbench" -n -M prepared -c 32 -j 2 -T "$SECS" -R "$RATE" -D rows=$ROWS \
 		-f "$top/bench/pgbench/update.sql" "$HX_BENCH_PG_DB" >"$work/pgbench.out" 2>&1
 	n=$(awk '/number of transactions actually processed/ { print $NF }' "$work/pgbench.out")
-	if [ "$who" = recv ]; then
+	if [ "$who" = recv ] || [ "$who" = recvhx ]; then
 		local lsn
 		lsn=$(psql -X -Atq -d "$HX_BENCH_PG_DB" -c 'SELECT pg_current_wal_lsn()')
 		until [ "$(psql -X -Atq -d "$HX_BENCH_PG_DB" -c "SELECT confirmed_flush_lsn >= '$lsn' FROM pg_replication_slots WHERE slot_name = 'hx_bench_cpu'")" = t ]; do
@@ -123,8 +140,10 @@ one() {							# contender -> "us_per_event"
 echo "hub CPU per event over the WAL: this tree against $base ($(git -C "$top" rev-parse --short "$base")) and pg_recvlogical; $ROUNDS rounds of ${SECS} s at $RATE transactions/s, 32 clients"
 echo "$("$BIN/postgres" --version), $(nproc) cores"
 declare -A all=()
-order=(new base recv)
+order=(new nc pgo base recv recvhx)
 [ "${HX_BENCH_IDLE:-0}" = 1 ] && order+=(idle)
+# HX_BENCH_CONTENDERS: a subset, in this order (new must be one)
+[ -n "${HX_BENCH_CONTENDERS:-}" ] && read -r -a order <<<"$HX_BENCH_CONTENDERS"
 for r in $(seq 1 "$ROUNDS"); do
 	line="round $r:"
 	for i in "${!order[@]}"; do
@@ -135,8 +154,9 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 	echo "$line"
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
-printf 'medians: this tree %s us, %s %s us, pg_recvlogical %s us per event' \
-	"$(median <<<"${all[new]}")" "$base" "$(median <<<"${all[base]}")" "$(median <<<"${all[recv]}")"
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) { print "-"; exit } print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+printf 'medians, CPU per event: this tree %s us (as it comes), %s us (coalesceMs 0), %s us (pgoutput, coalesceMs 0), %s %s us, pg_recvlogical %s us (pgoutput), %s us (hxstate plugin)' \
+	"$(median <<<"${all[new]:-}")" "$(median <<<"${all[nc]:-}")" "$(median <<<"${all[pgo]:-}")" \
+	"$base" "$(median <<<"${all[base]:-}")" "$(median <<<"${all[recv]:-}")" "$(median <<<"${all[recvhx]:-}")"
 [ -n "${all[idle]:-}" ] && printf ', idle hub %s us' "$(median <<<"${all[idle]}")"
 echo

@@ -126,7 +126,7 @@ hx_extension_invals(void)
  * version as a number (0.6.0 is 600, 1.2.3 would be 10203).
  */
 static void
-scan_extension(Oid *nspoid, int *version)
+scan_extension(Oid *nspoid, int *version, bool missing_ok)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -157,7 +157,7 @@ scan_extension(Oid *nspoid, int *version)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 
-	if (!OidIsValid(*nspoid))
+	if (!OidIsValid(*nspoid) && !missing_ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("extension \"hxstate\" is not installed")));
@@ -171,7 +171,7 @@ read_extension(Oid *nspoid, int *version)
 
 	if (!ext_cache.valid)
 	{
-		scan_extension(&ext_cache.nspoid, &ext_cache.version);
+		scan_extension(&ext_cache.nspoid, &ext_cache.version, false);
 		/* kept only if nothing changed while it was read */
 		ext_cache.valid = ext_cache.tracked && invals == ext_cache.invals;
 	}
@@ -187,6 +187,21 @@ hx_extension_namespace(void)
 	int			version;
 
 	read_extension(&nspoid, &version);
+	return nspoid;
+}
+
+/*
+ * The schema the extension lives in, or InvalidOid where it is not
+ * installed (logical decoding reads transactions of before CREATE
+ * EXTENSION as well).  Not kept: the decoder asks once per relation.
+ */
+Oid
+hx_extension_namespace_if_installed(void)
+{
+	Oid			nspoid;
+	int			version;
+
+	scan_extension(&nspoid, &version, true);
 	return nspoid;
 }
 

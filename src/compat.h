@@ -119,4 +119,19 @@ hx_exec_init_range_table(EState *estate, RangeTblEntry *rte)
 				   MAXALIGN(sizeof(BTPageOpaqueData))) / 3)
 #endif
 
+/*
+ * The new tuple of a decoded change: PostgreSQL 17 made it a HeapTuple,
+ * where it was a ReorderBufferTupleBuf holding one.
+ */
+#include "replication/reorderbuffer.h"
+static inline HeapTuple
+hx_change_newtuple(ReorderBufferChange *change)
+{
+#if PG_VERSION_NUM >= 170000
+	return change->data.tp.newtuple;
+#else
+	return change->data.tp.newtuple ? &change->data.tp.newtuple->tuple : NULL;
+#endif
+}
+
 #endif							/* HXSTATE_COMPAT_H */

@@ -75,6 +75,7 @@ extern Datum hx_compress_stored(struct varlena *value, Size min);
 extern void hx_catalog_init(void);
 extern uint64 hx_extension_invals(void);
 extern Oid	hx_extension_namespace(void);
+extern Oid	hx_extension_namespace_if_installed(void);
 extern int	hx_extension_version(void);
 extern Oid	hx_extension_relid(const char *relname);
 extern Oid	hx_extension_function(const char *name);

@@ -19,7 +19,10 @@
 // stops the hub and exits.  With NROWS 0 it follows nothing: the hub
 // decodes every insert of the log and drops it (bench/hubcpu.sh's "idle"
 // contender, what the replication connection costs before delivery), and
-// "received" counts the inserts decoded.
+// "received" counts the inserts decoded.  HX_BENCH_DECODER: the hub's
+// decoder option (auto, hxstate or pgoutput; default auto), and
+// HX_BENCH_COALESCE_MS its coalesceMs (default the hub's); the ready line
+// ends with the decoder in use.
 const fs = require('node:fs');
 const path = require('node:path');
 const { HxHub } = require(path.join(__dirname, '..', '..', 'client'));
@@ -35,6 +38,8 @@ async function main() {
   const hub = new HxHub({
     pg: { database: DATABASE },
     transport: TRANSPORT,
+    decoder: process.env.HX_BENCH_DECODER || 'auto',
+    ...(process.env.HX_BENCH_COALESCE_MS ? { coalesceMs: Number(process.env.HX_BENCH_COALESCE_MS) } : {}),
     applicationName: 'hx_bench_follower',
   });
   let received = 0;
@@ -52,7 +57,7 @@ async function main() {
   await Promise.all(subs.map((s) => s.ready));
   const counted = () => (NROWS > 0 ? received : hub.stats.walInserts);
   const cpu0 = process.cpuUsage();
-  process.stdout.write(`ready ${hub.transport} ${hub.stats.connections}\n`);
+  process.stdout.write(`ready ${hub.transport} ${hub.stats.connections} ${hub.decoder || 'pgoutput'}\n`);
 
   process.on('SIGHUP', async () => {
     const expect = Number(fs.readFileSync(EXPECT_FILE, 'utf8').trim());
@@ -66,6 +71,7 @@ async function main() {
       cpu_us: cpu.user + cpu.system, // from ready to here: the load and the drain
 
       transport: hub.transport,
+      decoder: hub.decoder || 'pgoutput',
       connections: hub.stats.maxConnections,
       resyncs: hub.stats.resyncs,
       queries: hub.stats.queries, polls: hub.stats.polls, pages: hub.stats.pages,

@@ -89,9 +89,15 @@ const { Link } = require('./link');
 const { isConnectionError } = require('./errors');
 const { emitSafe, emitError, warnUnheard } = require('./emit');
 const { holdbackProblem } = require('./holdback');
+const { DECODERS } = require('./decoder');
+
+/** The longest a hub leaves its replication socket unread (coalesceMs). */
+const MAX_COALESCE_MS = 1000;
 
 const DEFAULTS = {
   transport: 'auto',
+  decoder: 'auto',
+  coalesceMs: 5,
   publication: 'hxstate_events',
   pollInterval: null,   // 2000 over LISTEN, 10000 over the WAL
   pageSize: 1000,
@@ -121,7 +127,18 @@ class HxHub extends EventEmitter {
    *   one) called for every new connection; role is 'reader', 'listen' or
    *   'replication'.  By default pg's own (PGHOST, PGDATABASE, ...).
    * @param {'auto'|'wal'|'listen'} [options.transport='auto']
-   * @param {string} [options.publication='hxstate_events']
+   * @param {'auto'|'hxstate'|'pgoutput'} [options.decoder='auto'] the
+   *   output plugin that decodes the WAL: hxstate's own (one message per
+   *   transaction; the server must name it in output_plugin_libraries)
+   *   or pgoutput (through the publication); 'auto' takes hxstate's where
+   *   the server allows it (decoder.js)
+   * @param {number} [options.coalesceMs=5] over the WAL, after the
+   *   replication socket gave messages, leave it unread this many ms, so
+   *   that what comes meanwhile is read and handed on in one go: less CPU
+   *   per event under load, for at most that much more latency (none for
+   *   a stream quieter than that)
+   * @param {string} [options.publication='hxstate_events'] pgoutput's
+   *   publication of hx_event
    * @param {number} [options.pollInterval] ms between polls of the heads
    *   of every followed stream (default 2000 over LISTEN, 10000 over the
    *   WAL); 0 turns polling off
@@ -172,6 +189,10 @@ class HxHub extends EventEmitter {
   constructor(options) {
     super();
     const o = { ...DEFAULTS, ...(options || {}) };
+    if (!DECODERS.includes(o.decoder)) throw new TypeError("HxHub: options.decoder is 'auto', 'hxstate' or 'pgoutput'");
+    if (!(Number.isFinite(o.coalesceMs) && o.coalesceMs >= 0 && o.coalesceMs <= MAX_COALESCE_MS)) {
+      throw new TypeError(`HxHub: options.coalesceMs is a number of milliseconds from 0 to ${MAX_COALESCE_MS}`);
+    }
     if (!['auto', 'wal', 'listen'].includes(o.transport)) {
       throw new TypeError("HxHub: options.transport is 'auto', 'wal' or 'listen'");
     }
@@ -267,6 +288,10 @@ class HxHub extends EventEmitter {
   get transport() { return this._link.transport; }
   /** Why 'auto' chose LISTEN (null when it chose the WAL or was not asked to choose). */
   get transportReason() { return this._link.transportReason; }
+  /** The output plugin decoding the WAL: 'hxstate' or 'pgoutput' (null over LISTEN). */
+  get decoder() { return this._link.decoder; }
+  /** Why it is not hxstate's (null when it is, or when pgoutput was asked for). */
+  get decoderReason() { return this._link.decoderReason; }
   /** Are the reader and the transport connected now? */
   get connected() { return this._link.connected; }
   /** The temporary replication slot in use (WAL transport), else null. */

@@ -30,6 +30,7 @@ const { Backoff } = require('./backoff');
 const { Connections } = require('./connections');
 const { ListenTransport } = require('./listen');
 const { WalStream, WalTransport } = require('./wal');
+const { chooseDecoder, publicationBlocker, pluginRefused } = require('./decoder');
 const { isConnectionError } = require('./errors');
 const { settle } = require('./emit');
 
@@ -47,7 +48,7 @@ function versionAtLeast(text, min) {
 class Link {
   /**
    * @param {object} o the hub's options: pg, applicationName, transport,
-   *   publication, sharedConnection, batchSize, statusInterval,
+   *   decoder, publication, sharedConnection, batchSize, statusInterval,
    *   slotTimeout, reconnect
    * @param {{reader(conn, schema), up(tx), ready(), down(), lost(err, role), back(),
    *   transport(kind, reason), error(err), wants(stream), walInsert(stream, seq, event, bytes), hint(channel, hint),
@@ -68,6 +69,12 @@ class Link {
     /** 'wal' | 'listen' once chosen, and why 'auto' chose LISTEN. */
     this.transport = null;
     this.transportReason = null;
+    /** The output plugin decoding the WAL ('hxstate' | 'pgoutput'; null over LISTEN), and why not hxstate's. */
+    this.decoder = null;
+    this.decoderReason = null;
+    this._decoder = 'pgoutput';   // what the next WAL connection asks for (_walBlocker chooses)
+    this._decoderReason = null;
+    this._prerequisites = null;
     this.schema = null;           // the extension's schema, quoted
     this.schemaName = null;
     this._reconnectTimer = null;
@@ -206,18 +213,23 @@ class Link {
 
   /**
    * Why the WAL transport cannot be used here (null: it can): wal_level,
-   * max_wal_senders, the role's REPLICATION attribute, the publication.
+   * max_wal_senders, the role's REPLICATION attribute, and what the
+   * decoder needs (decoder.js: hxstate's plugin named in
+   * output_plugin_libraries, or pgoutput's publication).  Chooses the
+   * decoder (this._decoder) as it goes.
    */
   async _walBlocker(conn) {
     const { rows } = await conn.client.query(sql.walPrerequisites(this._o.publication, this.schemaName));
     const r = rows[0];
-    const pub = this._o.publication;
     if (r.wal_level !== 'logical') return `wal_level is ${r.wal_level}, not logical`;
     if (!(r.senders > 0)) return 'max_wal_senders is 0';
     if (!r.replication) return `role "${r.role}" has no REPLICATION attribute`;
-    if (!r.publication) return `publication "${pub}" does not exist (SELECT hx_stream_publication() creates it)`;
-    if (!r.publishes) return `publication "${pub}" does not publish hx_event`;
-    return null;
+    this._prerequisites = r;
+    const choice = chooseDecoder(this._o.decoder, r.plugins);
+    this._decoder = choice.decoder;
+    this._decoderReason = choice.reason;
+    if (choice.blocker) return choice.blocker;
+    return this._decoder === 'pgoutput' ? publicationBlocker(r, this._o.publication) : null;
   }
 
   async _openTransport() {
@@ -251,6 +263,7 @@ class Link {
   }
 
   _chose(kind, reason) {
+    if (kind === 'listen') this.decoder = this.decoderReason = null;
     const changed = this.transport !== kind || this.transportReason !== reason;
     this.transport = kind;
     this.transportReason = reason;
@@ -261,7 +274,35 @@ class Link {
     const conn = await this.connections.connect('replication', this._stillWanted);
     let tx = null;
     try {
-      const wal = new WalStream(conn.client, {
+      let wal = this._walStream(conn);
+      try {
+        await wal.createSlot(this._o.slotTimeout);
+      } catch (err) {
+        // 'auto': a library without the plugin (older than 0.7.0), or a
+        // server that refuses it: pgoutput, if its publication is there
+        if (this._o.decoder !== 'auto' || this._decoder !== 'hxstate' || !pluginRefused(err) || !conn.alive) throw err;
+        this._decoder = 'pgoutput';
+        this._decoderReason = `hxstate's output plugin was refused (${err.message}): decoding with pgoutput`;
+        const blocker = publicationBlocker(this._prerequisites, this._o.publication);
+        if (blocker) throw new Error(`HxHub: cannot follow over the WAL: ${this._decoderReason}, and ${blocker}`);
+        wal = this._walStream(conn);
+        await wal.createSlot(this._o.slotTimeout);
+      }
+      if (this._state === 'stopped' || !conn.alive) throw new Error('HxHub: stopped');
+      tx = new WalTransport(conn, wal);
+      this.tx = tx;
+      this.decoder = this._decoder;
+      this.decoderReason = this._decoderReason;
+      wal.start();
+    } catch (err) {
+      if (!tx) this.connections.close(conn);
+      throw err;
+    }
+    this._host.up(tx);
+  }
+
+  _walStream(conn) {
+    return new WalStream(conn.client, {
         publication: this._o.publication,
         schema: this.schemaName,
         statusInterval: this._o.statusInterval,
@@ -275,17 +316,9 @@ class Link {
           const r = this.reader;
           if (r && r.alive) r.client.query(sql.logStandbySnapshot()).catch(() => {});
         },
+        decoder: this._decoder,
+        coalesceMs: this._o.coalesceMs,
       });
-      await wal.createSlot(this._o.slotTimeout);
-      if (this._state === 'stopped' || !conn.alive) throw new Error('HxHub: stopped');
-      tx = new WalTransport(conn, wal);
-      this.tx = tx;
-      wal.start();
-    } catch (err) {
-      if (!tx) this.connections.close(conn);
-      throw err;
-    }
-    this._host.up(tx);
   }
 
   async _openListen() {

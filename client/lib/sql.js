@@ -62,7 +62,12 @@ function extension() {
   };
 }
 
-/** What the WAL transport needs of the server, the role and the publication. */
+/**
+ * What the WAL transport needs of the server, the role and the
+ * publication; and the output plugins the server loads (null where it has
+ * no such setting, or where the role may not read it: superuser only, or
+ * pg_read_all_settings).
+ */
 function walPrerequisites(publication, schema) {
   return {
     text: `SELECT current_setting('wal_level') AS wal_level,
@@ -70,6 +75,8 @@ function walPrerequisites(publication, schema) {
                   current_user AS role,
                   (SELECT r.rolreplication OR r.rolsuper FROM pg_catalog.pg_roles r
                     WHERE r.rolname = current_user) AS replication,
+                  (SELECT s.setting FROM pg_catalog.pg_settings s
+                    WHERE s.name = 'output_plugin_libraries') AS plugins,
                   EXISTS (SELECT 1 FROM pg_catalog.pg_publication p WHERE p.pubname = $1) AS publication,
                   EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables t
                            WHERE t.pubname = $1 AND t.schemaname = $2
@@ -165,9 +172,10 @@ function listen(verb, list) {
  * until the standbys have the WAL, and that standbys with
  * sync_replication_slots copy.
  */
-function createSlot(slot, failover = false) {
-  if (failover) return `CREATE_REPLICATION_SLOT ${slot} LOGICAL pgoutput (SNAPSHOT 'nothing', FAILOVER true)`;
-  return `CREATE_REPLICATION_SLOT ${slot} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT`;
+function createSlot(slot, failover = false, plugin = 'pgoutput') {
+  if (plugin !== 'pgoutput' && plugin !== 'hxstate') throw new TypeError(`not an output plugin of the hub: ${plugin}`);
+  if (failover) return `CREATE_REPLICATION_SLOT ${slot} LOGICAL ${plugin} (SNAPSHOT 'nothing', FAILOVER true)`;
+  return `CREATE_REPLICATION_SLOT ${slot} TEMPORARY LOGICAL ${plugin} NOEXPORT_SNAPSHOT`;
 }
 
 /**
@@ -214,7 +222,16 @@ function holdback() {
   };
 }
 
-function startReplication(slot, publication) {
+/**
+ * Start decoding from the slot: with pgoutput, the publication's changes;
+ * with hxstate's own plugin, the log's inserts, one message per
+ * transaction, the event texts of a transaction past maxTxBytes left out.
+ */
+function startReplication(slot, publication, plugin = 'pgoutput', maxTxBytes = 16 * 1024 * 1024) {
+  if (plugin === 'hxstate') {
+    if (!Number.isSafeInteger(maxTxBytes) || maxTxBytes < 0) throw new TypeError(`not a number of bytes: ${maxTxBytes}`);
+    return `START_REPLICATION SLOT ${slot} LOGICAL 0/0 (proto_version '1', max_tx_bytes '${maxTxBytes}')`;
+  }
   // publication_names is a list of identifiers in a string literal
   const pub = `'${quoteIdent(publication).replace(/'/g, "''")}'`;
   return `START_REPLICATION SLOT ${slot} LOGICAL 0/0 (proto_version '1', publication_names ${pub})`;

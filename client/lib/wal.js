@@ -1,10 +1,22 @@
 'use strict';
 // The WAL transport: hx_event's inserts, decoded from the write-ahead log
-// by pgoutput over a replication connection (a pg.Client with
-// replication: 'database').
+// over a replication connection (a pg.Client with replication:
+// 'database'), by hxstate's own output plugin or by pgoutput.
+//
+//   CREATE_REPLICATION_SLOT <name> TEMPORARY LOGICAL hxstate NOEXPORT_SNAPSHOT
+//   START_REPLICATION SLOT <name> LOGICAL 0/0 (proto_version '1', max_tx_bytes '<n>')
+//
+// or, with pgoutput,
 //
 //   CREATE_REPLICATION_SLOT <name> TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT
 //   START_REPLICATION SLOT <name> LOGICAL 0/0 (proto_version '1', publication_names '"<pub>"')
+//
+// hxstate's plugin (the library's src/decode.c) sends one message per
+// transaction that inserted events (its stream, seq and JSON text each)
+// and nothing for the others, where pgoutput sends BEGIN, one INSERT per
+// event and COMMIT, and a RELATION message per table: a third of the
+// messages for the receiver to wake up for, frame and parse.  The server
+// uses it only where output_plugin_libraries names it (link.js decides).
 //
 // A temporary slot belongs to its connection: the server drops it when the
 // walsender exits (the connection closes, the process dies, or an
@@ -81,9 +93,17 @@ function logColumns(relation, schema) {
  * the connection's).
  */
 class StreamingQuery {
-  constructor(text, onCopyData) {
+  /**
+   * @param {string} text START_REPLICATION ...
+   * @param {(chunk: Buffer) => void} onCopyData each CopyData's payload
+   * @param {number} [coalesceMs=0] after the socket gave data, leave it
+   *   unread this long (see WalStream's coalesceMs)
+   */
+  constructor(text, onCopyData, coalesceMs = 0) {
     this.text = text;
     this._onCopyData = onCopyData;
+    this._coalesceMs = coalesceMs;
+    this._paused = null;       // the timer that resumes reading
     this._stream = null;
     this.done = new Promise((resolve, reject) => {
       this._resolve = resolve;
@@ -98,7 +118,19 @@ class StreamingQuery {
     connection.query(this.text);
   }
 
-  handleCopyData(msg) { this._onCopyData(msg.chunk); }
+  handleCopyData(msg) {
+    // the socket's chunk is parsed to its end whatever this does; reading
+    // stops after it, so that what comes meanwhile is read in one go
+    if (this._coalesceMs > 0 && this._paused === null && this._stream) {
+      const stream = this._stream;
+      stream.pause();
+      this._paused = setTimeout(() => {
+        this._paused = null;
+        stream.resume();
+      }, this._coalesceMs);
+    }
+    this._onCopyData(msg.chunk);
+  }
   handleReadyForQuery() { this._resolve(); }
   handleError(err) { this._reject(err); }
   handleCommandComplete() {}
@@ -117,7 +149,16 @@ class StreamingQuery {
 
   /** End the copy (the server answers CopyDone and ends the command). */
   end() {
+    this.unpause();
     return this._write(copyDoneMessage());
+  }
+
+  /** Read again now (the stream ends, or the connection closes). */
+  unpause() {
+    if (this._paused === null) return;
+    clearTimeout(this._paused);
+    this._paused = null;
+    if (this._stream) this._stream.resume();
   }
 
   _write(buf) {
@@ -150,6 +191,12 @@ class WalStream {
    * @param {(stream: string) => boolean} [o.wants] is an insert of this
    *   stream wanted (followed)?  Those that are not are dropped as they
    *   are decoded, their events never read.
+   * @param {'hxstate'|'pgoutput'} [o.decoder='pgoutput'] the output plugin
+   * @param {number} [o.coalesceMs=0] after the socket gave messages, leave
+   *   it unread this long, so that those that come meanwhile are read (and
+   *   handed on) in one go: under load a wake-up, a read and a parser pass
+   *   serve many transactions, not one, for at most this much more
+   *   latency; a stream that is quiet longer than that gets no delay
    */
   constructor(client, o) {
     this.client = client;
@@ -163,13 +210,16 @@ class WalStream {
     this.nudge = o.nudge || null;
     this.maxTxBytes = o.maxTxBytes || 16 * 1024 * 1024;
     this.wants = o.wants || null;
+    this.coalesceMs = o.coalesceMs || 0;
+    this.plugin = o.decoder || 'pgoutput'; // the output plugin
+    if (this.plugin !== 'hxstate' && this.plugin !== 'pgoutput') throw new TypeError(`not an output plugin of the hub: ${this.plugin}`);
     this.pending = [];       // the inserts of the transaction being received: stream, seq, text, bytes, ...
     this.pendingBytes = 0;
     this._scan = { streamStart: 0, streamEnd: 0, eventStart: 0, eventEnd: 0, seq: 0 }; // scanInsert's, reused
     this.standby = false;    // the slot is on a standby
     this.slot = null;
     this.consistentPoint = null;
-    this.decoder = new PgOutputDecoder();
+    this.decoder = new PgOutputDecoder(); // pgoutput's relations
     this.lsn = 0n;           // what we confirm: the end of the last commit we processed
     this.inTransaction = false;
     this.closed = false;
@@ -192,7 +242,7 @@ class WalStream {
     const { rows: [r] } = await this.client.query(sql.inRecovery());
     this.standby = !!r.standby;
     if (this.failover) await this.client.query(sql.dropIdleSlot(this.slot));
-    const creating = this.client.query(sql.createSlot(this.slot, this.failover));
+    const creating = this.client.query(sql.createSlot(this.slot, this.failover, this.plugin));
     creating.catch(() => {}); // after a timeout, its failure is the closed connection's
     let nudging = null;
     if (this.standby && this.nudge) {
@@ -220,7 +270,8 @@ class WalStream {
 
   /** Start streaming; failures and the end of the stream go to onError. */
   start() {
-    this.streaming = new StreamingQuery(sql.startReplication(this.slot, this.publication), (chunk) => this._receive(chunk));
+    const text = sql.startReplication(this.slot, this.publication, this.plugin, Math.min(this.maxTxBytes, MAX_TX_BYTES));
+    this.streaming = new StreamingQuery(text, (chunk) => this._receive(chunk), this.coalesceMs);
     this.client.query(this.streaming);
     this.streaming.done.then(() => this._fail(new Error('hxstate: the replication stream ended')),
       (err) => this._fail(err));
@@ -231,6 +282,7 @@ class WalStream {
     this.closed = true;
     clearInterval(this.timer);
     this.timer = null;
+    if (this.streaming) this.streaming.unpause();
   }
 
   /**
@@ -272,9 +324,10 @@ class WalStream {
     if (this.closed) return;
     try {
       const tag = chunk[0];
-      if (tag === 0x77) { // 'w': XLogData, its pgoutput message at 25
+      if (tag === 0x77) { // 'w': XLogData, its plugin's message at 25
         this.stats.messages++;
-        this._message(chunk, 25);
+        if (this.plugin === 'hxstate') this._transaction(chunk, 25);
+        else this._message(chunk, 25);
       } else if (tag === 0x6b) { // 'k': keepalive
         this.stats.keepalives++;
         // between transactions, everything up to walEnd has been sent to us
@@ -286,6 +339,65 @@ class WalStream {
     } catch (err) {
       this._fail(err);
     }
+  }
+
+  /**
+   * A message of hxstate's plugin: 'P' (a part of a transaction's events)
+   * or 'C' (the rest, and the commit: its end LSN and time), then the
+   * number of events, and for each its stream (length, UTF-8), seq
+   * (int64), the length of its JSON text and a byte that says whether the
+   * text follows (not past max_tx_bytes).  Integers big-endian.
+   */
+  _transaction(data, at) {
+    const kind = data[at];
+    let o = at + 1;
+    let endLsn = 0n;
+    if (kind === 0x43) { // 'C'
+      endLsn = data.readBigUInt64BE(o);
+      o += 16;
+    } else if (kind !== 0x50) { // 'P'
+      throw new Error(`hxstate: the decoder sent a message of unknown kind ${kind}`);
+    }
+    if (!this.inTransaction) {
+      this.inTransaction = true;
+      this.pending.length = 0; // one array, reused transaction after transaction
+      this.pendingBytes = 0;
+    }
+    const n = data.readUInt32BE(o);
+    o += 4;
+    const end = data.length;
+    for (let i = 0; i < n; i++) {
+      if (o + 4 > end) throw truncated();
+      const streamStart = o + 4;
+      const streamEnd = streamStart + data.readUInt32BE(o);
+      if (streamEnd + 13 > end) throw truncated();
+      const high = data.readInt32BE(streamEnd);
+      if (high < 0 || high >= 0x200000) throw new Error(`hxstate: the decoder sent seq ${data.readBigInt64BE(streamEnd)}, not a safe integer`);
+      const seq = high * 4294967296 + data.readUInt32BE(streamEnd + 4);
+      const bytes = data.readUInt32BE(streamEnd + 8);
+      const withText = data[streamEnd + 12] === 1;
+      const textStart = streamEnd + 13;
+      o = withText ? textStart + bytes : textStart;
+      if (o > end) throw truncated();
+      this.stats.inserts++;
+      const stream = data.toString('utf8', streamStart, streamEnd);
+      if (this.wants !== null && !this.wants(stream)) continue;
+      let text = null;
+      if (withText) {
+        text = data.toString('utf8', textStart, o);
+        this.pendingBytes += bytes;
+      }
+      this.pending.push(stream, seq, text, bytes);
+    }
+    if (o !== end) throw new Error('hxstate: the decoder sent a message longer than its events');
+    if (kind !== 0x43) return;
+    this.inTransaction = false;
+    // the transaction's inserts, now that its commit has come
+    const list = this.pending;
+    for (let i = 0; i < list.length; i += 4) this.onInsert(list[i], list[i + 1], list[i + 2], list[i + 3]);
+    list.length = 0;
+    this.pendingBytes = 0;
+    if (endLsn > this.lsn) this.lsn = endLsn;
   }
 
   _message(data, at) {
@@ -337,6 +449,13 @@ class WalStream {
         break;
     }
   }
+}
+
+/** The most max_tx_bytes hxstate's plugin takes (half of PostgreSQL's largest allocation). */
+const MAX_TX_BYTES = 536870911;
+
+function truncated() {
+  return new Error('hxstate: the decoder sent a message shorter than its events');
 }
 
 /** The WAL as the hub's transport: every stream is armed as soon as the slot exists. */

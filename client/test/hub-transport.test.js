@@ -54,8 +54,21 @@ function hubOf(options) {
   return hub;
 }
 
-test('no publication: auto follows over LISTEN and says why', async () => {
+test('no publication, decoder auto: the WAL through hxstate\'s plugin, which needs none', async () => {
   const hub = hubOf({ pg: { database: DB } });
+  try {
+    await hub.start();
+    assert.equal(hub.transport, 'wal');
+    assert.equal(hub.decoder, 'hxstate');
+    assert.equal(hub.decoderReason, null);
+    await exact(hub, 7);
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('no publication, decoder pgoutput: auto follows over LISTEN and says why', async () => {
+  const hub = hubOf({ pg: { database: DB }, decoder: 'pgoutput' });
   try {
     await hub.start();
     const reason = 'publication "hxstate_events" does not exist (SELECT hx_stream_publication() creates it): ' +
@@ -67,13 +80,13 @@ test('no publication: auto follows over LISTEN and says why', async () => {
   } finally {
     await hub.stop();
   }
-  const wal = hubOf({ pg: { database: DB }, transport: 'wal' });
+  const wal = hubOf({ pg: { database: DB }, transport: 'wal', decoder: 'pgoutput' });
   await assert.rejects(wal.start(), /^Error: HxHub: cannot follow over the WAL: publication "hxstate_events" does not exist/);
 });
 
 test('a publication that does not publish hx_event: LISTEN, saying why', async () => {
   await db.query('CREATE PUBLICATION hx_hub_other FOR TABLE sessions');
-  const hub = hubOf({ pg: { database: DB }, publication: 'hx_hub_other' });
+  const hub = hubOf({ pg: { database: DB }, publication: 'hx_hub_other', decoder: 'pgoutput' });
   try {
     await hub.start();
     assert.equal(hub.transport, 'listen');

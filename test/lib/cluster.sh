@@ -66,6 +66,11 @@ hx_cluster_conf() {					# data [name=value ...]
 		echo "max_replication_slots = 10"
 		echo "log_line_prefix = '%m [%p] %q%a '"
 		echo "lc_messages = 'C'"
+		# hxstate's output plugin (src/decode.c), where the server has
+		# the list of trusted ones (15.20, 18.6 and later)
+		if "$HX_CLUSTER_BIN/postgres" --describe-config 2>/dev/null | grep '^output_plugin_libraries' >/dev/null; then
+			echo "output_plugin_libraries = 'pgoutput, test_decoding, hxstate'"
+		fi
 		for setting in "$@"; do
 			echo "${setting%%=*} = '${setting#*=}'"
 		done

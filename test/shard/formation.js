@@ -13,7 +13,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { spawn, spawnSync } = require('node:child_process');
 const pg = require('pg');
-const { run, must, makeDir, sleep, groups } = require('./servers');
+const { run, must, makeDir, sleep, groups, pluginSettings } = require('./servers');
 
 const asRoot = process.getuid && process.getuid() === 0;
 
@@ -105,8 +105,9 @@ class Formation {
   async initdb(name, settings) {
     const data = path.join(this.dir, name);
     await must(path.join(this.bindir, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync']);
+    const plugins = Object.entries(pluginSettings(this.bindir)).map(([k, v]) => `${k} = '${v}'`);
     const lines = [`unix_socket_directories = '${this.dir}'`, "lc_messages = 'C'", "log_line_prefix = '%m [%p] %q%a '",
-      ...settings];
+      ...plugins, ...settings];
     fs.appendFileSync(path.join(data, 'postgresql.conf'), `${lines.join('\n')}\n`);
   }
 

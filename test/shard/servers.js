@@ -104,6 +104,7 @@ class Server {
 
   async init(settings = {}) {
     makeDir(this.dir);
+    const plugins = pluginSettings(this.bindir);
     await must(this.bin('initdb'), ['-D', this.data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8',
       '--locale=C.UTF-8', '--no-sync', '--data-checksums']);
     this.configure({
@@ -120,6 +121,7 @@ class Server {
       shared_buffers: '64MB',
       log_line_prefix: '%m [%p] %q%a ',
       lc_messages: 'C',
+      ...plugins,
       ...settings,
     });
   }
@@ -222,4 +224,15 @@ class Server {
   }
 }
 
-module.exports = { Server, freePorts, makeDir, run, must, sleep, groups };
+/**
+ * hxstate's output plugin trusted (output_plugin_libraries), where the
+ * server has that setting (15.20, 18.6 and later), as the README's set-up
+ * says: {} elsewhere.
+ */
+function pluginSettings(bindir) {
+  const r = spawnSync(path.join(bindir, 'postgres'), ['--describe-config']);
+  const known = r.status === 0 && /^output_plugin_libraries\t/m.test(r.stdout.toString());
+  return known ? { output_plugin_libraries: 'pgoutput, test_decoding, hxstate' } : {};
+}
+
+module.exports = { Server, freePorts, makeDir, run, must, sleep, groups, pluginSettings };

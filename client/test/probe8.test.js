@@ -1,0 +1,149 @@
+'use strict';
+// probe8: what the hub does with a caller's read that leaves a transaction
+// open on its reader connection, and with a subscription whose `after` is
+// beyond the stream's head.  Each test asserts what a user depends on; the
+// first three and the `after` ones fail on the code before the fixes.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const h = require('../../test/js/helpers');
+const { HxHub } = require('..');
+
+const DB = 'hx_client_probe8';
+let db;
+
+before(async () => {
+  db = await h.freshDatabase(DB);
+  await h.streamTable(db, 'sessions');
+  await db.query('CREATE TABLE things (n int)');
+});
+after(async () => { await db.end(); });
+
+const pgc = (app) => ({ database: DB, application_name: app });
+
+/** The hub's connections (reader and LISTEN) are idle: no transaction open, no snapshot held. */
+async function assertIdle(app, what) {
+  const { rows } = await db.query(
+    "SELECT state, backend_xmin IS NOT NULL AS xmin FROM pg_stat_activity WHERE application_name = $1 AND backend_type = 'client backend'", [app]);
+  assert.equal(rows.length, 2, 'the reader and the LISTEN connection');
+  assert.deepEqual(rows, [{ state: 'idle', xmin: false }, { state: 'idle', xmin: false }], what);
+}
+
+const count = (hub) => hub.read(async (query) => (await query('SELECT count(*)::int AS n FROM things'))[0].n);
+
+// -------------------------------------------------------------------------
+// HxHub.read(fn): a transaction fn leaves open
+// -------------------------------------------------------------------------
+
+test('HxHub.read: a fn that returns inside a transaction is refused (HX_READ_OPEN_TRANSACTION), the transaction rolled back; later reads see new commits', async () => {
+  const app = 'p8-read-return';
+  const hub = new HxHub({ pg: pgc(app), transport: 'listen', pollInterval: 0 });
+  let errors = 0;
+  hub.on('error', () => { errors++; });
+  await hub.start();
+  try {
+    const before = await count(hub);
+    await assert.rejects(hub.read(async (query) => {
+      await query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await query('SELECT count(*) FROM things'); // the snapshot is taken here
+      await query('INSERT INTO things VALUES (-1)');  // undone: the transaction is rolled back
+      return 'done';
+    }), (err) => err.code === 'HX_READ_OPEN_TRANSACTION' && /transaction/.test(err.message));
+    await assertIdle(app, 'the reader is idle: no transaction, no snapshot held');
+    await db.query('INSERT INTO things VALUES (1)');
+    assert.equal(await count(hub), before + 1, 'a later read sees the commit (and not the rolled-back insert)');
+    // the hub's own reads too: a snapshot read after the commit sees it
+    await db.query("INSERT INTO sessions VALUES ('r1', '{\"a\": 1}')");
+    const sub = hub.follow({ table: 'sessions', key: 'r1' });
+    const first = new Promise((resolve) => sub.once('event', (e) => resolve(e)));
+    await sub.ready;
+    assert.deepEqual((await first).snapshot, { a: 1 });
+    sub.stop();
+    assert.equal(hub.stats.disconnects, 0, 'no reconnect');
+    assert.equal(errors, 0);
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('HxHub.read: a fn that throws inside a transaction (aborted or not) rejects with its own error; the transaction is rolled back, the connection kept', async () => {
+  const app = 'p8-read-throw';
+  const hub = new HxHub({ pg: pgc(app), transport: 'listen', pollInterval: 0 });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    // a statement error inside the transaction: it is aborted (25P02 for anything after)
+    await assert.rejects(hub.read(async (query) => {
+      await query('BEGIN');
+      await query('SELECT 1/0');
+    }), (err) => err.code === '22012');
+    assert.deepEqual(await hub.read((query) => query('SELECT 1 AS one')), [{ one: 1 }], 'the next read runs (not 25P02)');
+    // fn's own error, not the server's, with a transaction open
+    const mine = new Error('not found');
+    await assert.rejects(hub.read(async (query) => {
+      await query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await query('SELECT 1');
+      throw mine;
+    }), (err) => err === mine);
+    await assertIdle(app);
+    const n = await count(hub);
+    await db.query('INSERT INTO things VALUES (2)');
+    assert.equal(await count(hub), n + 1, 'a later read sees the commit');
+    assert.equal(hub.stats.disconnects, 0, "fn's own error is not a lost connection: no reconnect");
+    // a transaction fn opens and ends itself is fn's business
+    assert.deepEqual(await hub.read(async (query) => {
+      await query('BEGIN');
+      const rows = await query('SELECT 2 AS two');
+      await query('COMMIT');
+      return rows;
+    }), [{ two: 2 }]);
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('HxHub.read: a query fn starts and does not await, or calls after it settled, cannot leak a transaction', async () => {
+  const app = 'p8-read-late';
+  const hub = new HxHub({ pg: pgc(app), transport: 'listen', pollInterval: 0 });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    // BEGIN sent and not awaited: it runs after fn returned
+    await assert.rejects(hub.read(async (query) => {
+      query('BEGIN ISOLATION LEVEL REPEATABLE READ').catch(() => {});
+      query('SELECT 1').catch(() => {});
+      return 1;
+    }), (err) => err.code === 'HX_READ_OPEN_TRANSACTION');
+    await assertIdle(app);
+    // a query kept for later: refused once fn has settled
+    let keep;
+    await hub.read(async (query) => { keep = query; });
+    await assert.rejects(keep('BEGIN'), (err) => err.code === 'HX_READ_ENDED');
+    const n = await count(hub);
+    await db.query('INSERT INTO things VALUES (3)');
+    assert.equal(await count(hub), n + 1);
+    await assertIdle(app);
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('HxHub.read with sharedConnection: a transaction left open costs the connection (a LISTEN sent in it would be undone), and following goes on', async () => {
+  const app = 'p8-read-shared';
+  const hub = new HxHub({ pg: pgc(app), transport: 'listen', sharedConnection: true, pollInterval: 0, reconnect: { min: 20, max: 200 } });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    await db.query("INSERT INTO sessions VALUES ('sh1', '{\"n\": 0}')");
+    await assert.rejects(hub.read(async (query) => { await query('BEGIN'); }), (err) => err.code === 'HX_READ_OPEN_TRANSACTION');
+    const sub = hub.follow({ table: 'sessions', key: 'sh1' });
+    const seen = [];
+    sub.on('event', (e) => seen.push(e));
+    await sub.ready;
+    await h.merge(db, 'sessions', 'sh1', [{ op: 'increment', path: '/n', by: 1 }]);
+    await h.waitFor(() => seen.some((e) => e.type === 'STATE_DELTA'), 'the write, by LISTEN (polling is off)');
+    assert.equal(hub.stats.disconnects, 1, 'the shared connection was replaced once');
+    sub.stop();
+  } finally {
+    await hub.stop();
+  }
+});

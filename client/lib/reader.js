@@ -198,6 +198,15 @@ class Reader {
     this._timers.add(t);
   }
 
+  /** fn after ms (the timer is cleared when the reader stops). */
+  wait(ms, fn) {
+    const t = setTimeout(() => {
+      this._timers.delete(t);
+      if (this._active) fn();
+    }, ms);
+    this._timers.add(t);
+  }
+
   _succeeded(kind) {
     const b = this._backoff.get(kind);
     if (b) b.healthy();

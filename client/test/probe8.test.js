@@ -147,3 +147,117 @@ test('HxHub.read with sharedConnection: a transaction left open costs the connec
     await hub.stop();
   }
 });
+
+// -------------------------------------------------------------------------
+// follow() with `after` beyond the stream's head
+// -------------------------------------------------------------------------
+
+/** A row of sessions with n events in its stream (its insert, then n - 1 writes). */
+async function rowWith(key, n) {
+  await db.query('INSERT INTO sessions VALUES ($1, \'{"n": 0}\')', [key]);
+  for (let i = 1; i < n; i++) await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 1 }]);
+  assert.equal(await h.lastSeq(db, `sessions:${key}`), n);
+}
+
+function record(sub) {
+  const log = { events: [], resyncs: [], errors: [] };
+  sub.on('event', (e, state) => log.events.push({ seq: e.metadata.seq, type: e.type, snapshot: e.snapshot, state }));
+  sub.on('resync', (r) => log.resyncs.push(r));
+  sub.on('error', (err) => log.errors.push(err));
+  return log;
+}
+
+const quick = { min: 20, max: 200 }; // the grace before a cursor beyond the head is judged: about a second
+
+test('follow({table, key}, {after}) beyond the head: a resync (reason ahead) to the snapshot at the head, then the events after it', async () => {
+  await rowWith('a1', 5);
+  const hub = new HxHub({ pg: pgc('p8-ahead-table'), transport: 'listen', reconnect: quick });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    const sub = hub.follow({ table: 'sessions', key: 'a1' }, { after: 1000 });
+    const log = record(sub);
+    await sub.ready;
+    assert.deepEqual(log.resyncs.map((r) => [r.reason, r.previousSeq, r.seq]), [['ahead', 1000, 5]]);
+    assert.deepEqual(log.events.map((e) => [e.seq, e.type]), [[5, 'STATE_SNAPSHOT']]);
+    assert.deepEqual(log.events[0].snapshot, { n: 4 }, 'the snapshot event carries the state');
+    assert.equal(sub.seq, 5);
+    await h.merge(db, 'sessions', 'a1', [{ op: 'increment', path: '/n', by: 1 }]);
+    await h.waitFor(() => log.events.length === 2, 'seq 6');
+    assert.deepEqual(log.events.map((e) => e.seq), [5, 6]);
+    // with state: true and a base, the base gives way to the snapshot's state
+    const based = hub.follow({ table: 'sessions', key: 'a1' }, { after: 99, base: { wrong: true }, state: true });
+    const blog = record(based);
+    await based.ready;
+    assert.deepEqual(blog.resyncs.map((r) => r.reason), ['ahead']);
+    assert.deepEqual(based.state, { n: 5 });
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('follow({stream}, {after}) beyond the head: the subscription fails with HX_AFTER_BEYOND_HEAD (no snapshot to resync from)', async () => {
+  await rowWith('a2', 3);
+  const hub = new HxHub({ pg: pgc('p8-ahead-stream'), transport: 'listen', reconnect: quick });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    const sub = hub.follow({ stream: 'sessions:a2' }, { after: 4 });
+    const log = record(sub);
+    await assert.rejects(sub.ready, (err) => err.code === 'HX_AFTER_BEYOND_HEAD' && /seq 4/.test(err.message) && /sessions:a2/.test(err.message));
+    assert.equal(log.errors.length, 1);
+    assert.equal(log.errors[0].code, 'HX_AFTER_BEYOND_HEAD');
+    assert.equal(sub.stopped, true);
+    // a stream that has no event at all
+    const none = hub.follow({ stream: 'sessions:nothing-here' }, { after: 1 });
+    await assert.rejects(none.ready, (err) => err.code === 'HX_AFTER_BEYOND_HEAD');
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('follow() with after at the head, below it, or 0: no resync, nothing refused', async () => {
+  await rowWith('a3', 4);
+  const hub = new HxHub({ pg: pgc('p8-ahead-normal'), transport: 'listen', reconnect: quick });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    const subs = [4, 2, 0].map((a) => hub.follow({ table: 'sessions', key: 'a3' }, { after: a }));
+    const logs = subs.map(record);
+    const byStream = hub.follow({ stream: 'sessions:a3' }, { after: 4 });
+    const slog = record(byStream);
+    await Promise.all([...subs, byStream].map((s) => s.ready));
+    await h.merge(db, 'sessions', 'a3', [{ op: 'increment', path: '/n', by: 1 }]);
+    await h.waitFor(() => [...logs, slog].every((l) => l.events.some((e) => e.seq === 5)), 'seq 5 everywhere');
+    assert.deepEqual(logs.map((l) => l.events.map((e) => e.seq)), [[5], [3, 4, 5], [1, 2, 3, 4, 5]]);
+    assert.deepEqual(slog.events.map((e) => e.seq), [5]);
+    assert.deepEqual([...logs, slog].map((l) => l.resyncs.length + l.errors.length), [0, 0, 0, 0]);
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('follow() with after ahead of what the reader sees only for a while (a commit not yet visible, a lagging reader): it waits and goes on, no resync', async () => {
+  await rowWith('a4', 2);
+  // a grace of several seconds, and the two commits the cursor names come within it
+  const hub = new HxHub({ pg: pgc('p8-ahead-late'), transport: 'listen', reconnect: { min: 500, max: 5000 } });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    const sub = hub.follow({ table: 'sessions', key: 'a4' }, { after: 4 });
+    const log = record(sub);
+    let ready = false;
+    sub.ready.then(() => { ready = true; });
+    await h.sleep(50);
+    assert.equal(ready, false, 'not ready while the log ends below its cursor');
+    await h.merge(db, 'sessions', 'a4', [{ op: 'increment', path: '/n', by: 1 }]);
+    await h.merge(db, 'sessions', 'a4', [{ op: 'increment', path: '/n', by: 1 }]);
+    await sub.ready;
+    await h.merge(db, 'sessions', 'a4', [{ op: 'increment', path: '/n', by: 1 }]);
+    await h.waitFor(() => log.events.length === 1, 'seq 5');
+    assert.deepEqual(log.events.map((e) => e.seq), [5]);
+    assert.deepEqual(log.resyncs, []);
+  } finally {
+    await hub.stop();
+  }
+});

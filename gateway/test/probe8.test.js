@@ -101,3 +101,70 @@ test('a Last-Event-ID beyond the head gets a first join (the snapshot at the hea
     await g.close();
   }
 });
+
+// -------------------------------------------------------------------------
+// HxAgentRunner (CopilotKit): a run's events carry its thread
+// -------------------------------------------------------------------------
+
+const { lastValueFrom, toArray, Observable } = require('rxjs');
+const { HxAgentRunner, STREAM_PREFIX } = require('../lib/copilotkit');
+const { FakeAgent } = require('./copilotkit/agent');
+
+const ckInput = (threadId, runId) => ({ threadId, runId, messages: [{ id: `${runId}-u`, role: 'user', content: 'hi' }], tools: [], context: [], state: {}, forwardedProps: {} });
+const all = (o) => lastValueFrom(o.pipe(toArray()));
+const threadsOf = (events) => [...new Set(events.filter((e) => e.threadId !== undefined).map((e) => e.threadId))];
+async function logged(threadId) {
+  const { rows } = await db.query('SELECT event FROM hx_event WHERE stream = $1 ORDER BY seq', [STREAM_PREFIX + threadId]);
+  return rows.map((r) => r.event);
+}
+
+/** An agent whose events name another thread than its own threadId (a remote agent that answers for another). */
+class ElsewhereAgent extends FakeAgent {
+  run(input) {
+    return new Observable((sub) => super.run(input).subscribe({
+      next: (e) => sub.next(e.threadId === undefined ? e : { ...e, threadId: 'p8-elsewhere' }),
+      error: (err) => sub.error(err),
+      complete: () => sub.complete(),
+    }));
+  }
+}
+
+async function withRunner(fn) {
+  const runner = new HxAgentRunner({ pg: { database: DB } });
+  try {
+    await fn(runner);
+  } finally {
+    await runner.close();
+  }
+}
+
+test('HxAgentRunner: run() with an agent of another thread than the request\'s is refused (HX_COPILOTKIT_INPUT), nothing written', { timeout: 60000 }, () => withRunner(async (runner) => {
+  const tid = 'p8-ck-agent';
+  await assert.rejects(all(runner.run({ threadId: tid, agent: new FakeAgent({ threadId: 'p8-other' }), input: ckInput(tid, 'r1') })),
+    (err) => err.code === 'HX_COPILOTKIT_INPUT' && /agent\.threadId/.test(err.message));
+  assert.deepEqual(await logged(tid), [], 'nothing written, the thread not claimed');
+  assert.equal(await runner.isRunning({ threadId: tid }), false);
+}));
+
+test('HxAgentRunner: an agent whose events name another thread fails its run (RUN_ERROR HX_COPILOTKIT_THREAD); none of them handed out, logged or replayed', { timeout: 60000 }, () => withRunner(async (runner) => {
+  const t2 = 'p8-ck-events';
+  const events = await all(runner.run({ threadId: t2, agent: new ElsewhereAgent({ threadId: t2 }), input: ckInput(t2, 'r1') }));
+  const last = events[events.length - 1];
+  assert.equal(last.type, 'RUN_ERROR');
+  assert.equal(last.code, 'HX_COPILOTKIT_THREAD');
+  assert.deepEqual(threadsOf(events), [], 'no event of another thread handed out');
+  assert.deepEqual(threadsOf((await logged(t2)).map((e) => (e.name === 'hxstate.copilotkit' ? e.value : e))), [], 'nor logged');
+  assert.deepEqual(threadsOf(await all(runner.connect({ threadId: t2 }))), []);
+}));
+
+test('HxAgentRunner: connect() of a log holding a run under another thread\'s name (written before the runner checked) replays it as the thread\'s', { timeout: 60000 }, () => withRunner(async (runner) => {
+  const t3 = 'p8-ck-replay';
+  const good = await all(runner.run({ threadId: t3, agent: new FakeAgent({ threadId: t3 }), input: ckInput(t3, 'r1') }));
+  assert.deepEqual(threadsOf(good), [t3]);
+  for (const e of [{ type: 'RUN_STARTED', threadId: 'p8-old-name', runId: 'r0' }, { type: 'RUN_FINISHED', threadId: 'p8-old-name', runId: 'r0' }]) {
+    await db.query('SELECT hx_stream_send($1, $2)', [STREAM_PREFIX + t3, JSON.stringify({ type: 'CUSTOM', name: 'hxstate.copilotkit', value: e })]);
+  }
+  const replay = await all(runner.connect({ threadId: t3 }));
+  assert.deepEqual(threadsOf(replay), [t3], 'every RUN_STARTED and RUN_FINISHED of the replay names the thread asked for');
+  assert.deepEqual(replay.filter((e) => e.runId === 'r0').map((e) => e.type), ['RUN_STARTED', 'RUN_FINISHED']);
+}));

@@ -17,7 +17,7 @@
 //
 // Each changes no one's fields but its own.
 const { EventEmitter } = require('node:events');
-const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
+const { parseSeq, classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
 const { callListeners, callEach, noop } = require('./emit');
 const { isStreamEnd, stateTooLarge } = require('./apply');
 const { EventQueue } = require('./queue');
@@ -95,9 +95,9 @@ class SubscriptionCore {
     this._key = optional(target.key);
     this._stream = optional(target.stream);
     this._channel = null;
-    const after = o.after === undefined || o.after === null ? null : Number(o.after);
-    if (after !== null && !(Number.isSafeInteger(after) && after >= 0)) {
-      throw new TypeError('HxHub: options.after must be a seq (an integer >= 0)');
+    const after = o.after === undefined || o.after === null ? null : parseSeq(o.after);
+    if (after === null && o.after !== undefined && o.after !== null) {
+      throw new TypeError('HxHub: options.after must be a seq: an integer >= 0 (a number, a bigint, or a string of decimal digits)');
     }
     const hasBase = Object.prototype.hasOwnProperty.call(o, 'base');
     if (o.state === true && after !== null && after > 0 && !hasBase) {

@@ -261,3 +261,27 @@ test('follow() with after ahead of what the reader sees only for a while (a comm
     await hub.stop();
   }
 });
+
+test('abuse: follow()\'s after is a seq (a safe integer >= 0: a number, a bigint or a string of decimal digits), nothing JavaScript would read as another number', () => {
+  const { HxShardedHub } = require('..');
+  const hub = new HxHub({ pg: pgc('p8-after-types') });
+  const sharded = new HxShardedHub({ router: { database: DB } });
+  try {
+    for (const [v, seq] of [[0, 0], [7, 7], ['7', 7], ['007', 7], [7n, 7], [Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER]]) {
+      const s = hub.follow({ stream: 'x' }, { after: v });
+      assert.equal(s.seq, seq, String(v));
+      s.stop();
+      const t = sharded.follow({ table: 'sessions', key: 'k' }, { after: v });
+      assert.equal(t.seq, seq, String(v));
+      t.stop();
+    }
+    // before: '' and [] were 0 (a replay from the start), true was 1, ' 7 ', '0x10' and '1e3' were 7, 16 and 1000, a Symbol threw from Number()
+    for (const v of [-1, 1.5, NaN, Infinity, 2 ** 53, '', ' 7 ', '0x10', '1e3', '-1', '+1', '99999999999999999', true, false, [], [5], {}, -1n, 2n ** 60n, Symbol('s'), () => 1]) {
+      assert.throws(() => hub.follow({ stream: 'x' }, { after: v }), (err) => err instanceof TypeError && /options\.after must be a seq/.test(err.message), String(typeof v === 'symbol' ? 'a symbol' : v));
+      assert.throws(() => sharded.follow({ table: 'sessions', key: 'k' }, { after: v }), (err) => err instanceof TypeError && /options\.after must be a seq/.test(err.message));
+    }
+  } finally {
+    hub.stop();
+    sharded.stop();
+  }
+});

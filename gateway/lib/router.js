@@ -74,7 +74,8 @@ function checkThread(ctx, target, threadId) {
   if (threadId === target.stream) return;
   for (const t of ctx.tables.list) {
     if (!threadId.startsWith(`${ctx.tables.prefixOf(t.name)}:`)) continue;
-    throw new HttpError(409, `the body's threadId ${JSON.stringify(threadId)} names another thread than the URL's ` +
+    const named = threadId.length > 256 ? `${threadId.slice(0, 256)}...` : threadId; // the message stays short
+    throw new HttpError(409, `the body's threadId ${JSON.stringify(named)} names another thread than the URL's ` +
       `${JSON.stringify(target.stream)}: post it to that thread's URL, or name this one (or none of the gateway's)`, null, 'hxstate_thread_mismatch');
   }
 }

@@ -47,6 +47,21 @@ test('a connect or a run whose threadId names another thread of the gateway than
         assert.ok(!c.text.includes('Hello'), 'nothing of the state');
       }
     }
+    // hostile threadIds: long (the message clipped), a NUL, a lone surrogate, another table's prefix
+    const long = `sessions:${'x'.repeat(100000)}`;
+    const c = await post(url(g, 'p-a', true), auth('p-a'), input(long));
+    assert.equal(c.status, 409);
+    assert.ok(c.text.length < 1000, `the answer does not echo 100 kB back (${c.text.length} bytes)`);
+    for (const other of ['sessions:p-a\u0000', 'sessions:\ud800', 'sessions:日本']) {
+      const r = await post(url(g, 'p-a', true), auth('p-a'), input(other));
+      assert.equal(r.status, 409, other);
+      assert.equal(JSON.parse(r.text).code, 'hxstate_thread_mismatch');
+    }
+    for (const mine of ['', '\u0000', '\ud800', 'SESSIONS:p-b', ' sessions:p-b', 'sessions']) {
+      const r = await post(url(g, 'p-a', true), auth('p-a'), input(mine));
+      assert.equal(r.status, 200, `${JSON.stringify(mine)}: ${r.text.slice(0, 200)}`);
+      assert.equal(r.events()[0].threadId, mine, 'echoed as asked');
+    }
     assert.equal(hooked, 0, 'the run hook is never called for another thread');
   } finally {
     await g.close();
@@ -142,6 +157,11 @@ test('HxAgentRunner: run() with an agent of another thread than the request\'s i
   const tid = 'p8-ck-agent';
   await assert.rejects(all(runner.run({ threadId: tid, agent: new FakeAgent({ threadId: 'p8-other' }), input: ckInput(tid, 'r1') })),
     (err) => err.code === 'HX_COPILOTKIT_INPUT' && /agent\.threadId/.test(err.message));
+  for (const other of [5, null, '', `${tid} `, {}]) {
+    const agent = new FakeAgent({ threadId: tid });
+    agent.threadId = other;
+    await assert.rejects(all(runner.run({ threadId: tid, agent, input: ckInput(tid, 'r1') })), (err) => err.code === 'HX_COPILOTKIT_INPUT', JSON.stringify(other));
+  }
   assert.deepEqual(await logged(tid), [], 'nothing written, the thread not claimed');
   assert.equal(await runner.isRunning({ threadId: tid }), false);
 }));

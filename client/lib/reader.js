@@ -288,6 +288,7 @@ class Reader {
    */
   async _runRead(conn, r) {
     const pending = new Set();
+    let sent = 0;
     let settled = false;
     let lostErr = null;
     const query = (text, values) => {
@@ -297,8 +298,12 @@ class Reader {
         return Promise.reject(err);
       }
       this.stats.queries++;
+      sent++;
       const p = conn.client.query(text, values).then((res) => res.rows, (err) => {
-        if (isConnectionError(err)) lostErr = lostErr || err;
+        // a socket's error has a code (ECONNRESET...), and the connection's
+        // 'error' or 'end' has marked it dead; one without a code is an
+        // argument pg refused (no text, values not an array): not the connection's
+        if (err && err.code !== undefined && isConnectionError(err)) lostErr = lostErr || err;
         throw err;
       });
       const done = p.then(noop, noop);
@@ -331,10 +336,32 @@ class Reader {
       if (this._o.sharedConnection) throw open; // a LISTEN inside it was undone: a new connection
       this.stats.queries++;
       await conn.client.query('ROLLBACK'); // if it fails, the hub replaces the connection
+      await this._resetSession(conn);
       return;
+    }
+    if (sent > 0) {
+      // settle fn's read only once the session is the hub's again
+      try {
+        await this._resetSession(conn);
+      } catch (err) {
+        if (failed) r.reject(failure);
+        else r.reject(err);
+        throw err;
+      }
     }
     if (failed) r.reject(failure);
     else r.resolve(out);
+  }
+
+  /**
+   * What fn set in the session, back to the connection's own: RESET ALL
+   * (every setting to its value at connection start: a statement_timeout
+   * of 1 ms would cancel every later read of the hub), and RESET ROLE.
+   * One statement; if it fails, the hub replaces the connection.
+   */
+  async _resetSession(conn) {
+    this.stats.queries++;
+    await conn.client.query('RESET ALL; RESET ROLE');
   }
 
   async _query(conn, q) {

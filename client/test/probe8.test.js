@@ -285,3 +285,48 @@ test('abuse: follow()\'s after is a seq (a safe integer >= 0: a number, a bigint
     sharded.stop();
   }
 });
+
+test('HxHub.read: what fn sets in the session (a statement_timeout, a role, a search_path) is reset after it; the hub\'s reads go on', async () => {
+  const app = 'p8-read-set';
+  await db.query('DO $$ BEGIN CREATE ROLE p8_nobody; EXCEPTION WHEN duplicate_object THEN NULL; END $$');
+  const hub = new HxHub({ pg: pgc(app), transport: 'listen', pollInterval: 0, reconnect: { min: 20, max: 200 } });
+  const errors = [];
+  hub.on('error', (err) => errors.push(err));
+  await hub.start();
+  try {
+    await hub.read(async (query) => {
+      await query("SET statement_timeout = '1ms'");
+      await query('SET search_path = pg_catalog');
+      await query("SELECT pg_catalog.set_config('lock_timeout', '1ms', false)");
+    });
+    await hub.read((query) => query('SET ROLE p8_nobody'));
+    const [s] = await hub.read((query) => query(`SELECT current_setting('statement_timeout') AS st, current_setting('lock_timeout') AS lt,
+                                                         current_user AS who, current_setting('application_name') AS app`));
+    assert.deepEqual(s, { st: '0', lt: '0', who: 'postgres', app }, 'the session as it was when the hub connected');
+    await db.query("INSERT INTO sessions VALUES ('set1', '{\"k\": 1}')");
+    const sub = hub.follow({ table: 'sessions', key: 'set1' });
+    await sub.ready; // with statement_timeout = 1ms left on the reader, every snapshot read was cancelled (57014), forever
+    assert.deepEqual(errors.map((e) => e.code), []);
+    sub.stop();
+  } finally {
+    await hub.stop();
+  }
+});
+
+test('abuse: HxHub.read with arguments pg refuses (no text, values not an array), a non-Error thrown, a value that is no promise: each its own, no reconnect', async () => {
+  const hub = new HxHub({ pg: pgc('p8-read-args'), transport: 'listen', pollInterval: 0 });
+  hub.on('error', () => {});
+  await hub.start();
+  try {
+    await assert.rejects(hub.read((query) => query(null)), /null or undefined query/);
+    await assert.rejects(hub.read((query) => query('SELECT $1::int', 'not an array')), /must be an array/);
+    await assert.rejects(hub.read(() => Promise.reject('a string')), (err) => err === 'a string');
+    await assert.rejects(hub.read(() => { throw new RangeError('sync'); }), RangeError);
+    assert.equal(await hub.read(() => 42), 42);
+    assert.deepEqual(await hub.read((query) => query({ text: 'SELECT 1 AS x' })), [{ x: 1 }]);
+    assert.throws(() => hub.read(null), TypeError);
+    assert.equal(hub.stats.disconnects, 0, 'none of them cost the hub its connection');
+  } finally {
+    await hub.stop();
+  }
+});

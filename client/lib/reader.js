@@ -339,18 +339,10 @@ class Reader {
       await this._resetSession(conn);
       return;
     }
-    if (sent > 0) {
-      // settle fn's read only once the session is the hub's again
-      try {
-        await this._resetSession(conn);
-      } catch (err) {
-        if (failed) r.reject(failure);
-        else r.reject(err);
-        throw err;
-      }
-    }
     if (failed) r.reject(failure);
     else r.resolve(out);
+    // before the hub's next statement (the caller has its result already)
+    if (sent > 0) await this._resetSession(conn);
   }
 
   /**

@@ -22,6 +22,21 @@
 //     reads the log again once its consumer has brought the queue down to
 //     half of both.
 
+/**
+ * A seq a caller gives (follow()'s after): a safe integer >= 0, as a
+ * number, a bigint or a string of decimal digits (int8 as pg gives it, a
+ * Last-Event-ID); null for anything else (a string JavaScript would read
+ * as another number, '' or ' 7 ' or '0x10' or '1e3', a boolean, an array).
+ */
+function parseSeq(v) {
+  let n;
+  if (typeof v === 'number') n = v;
+  else if (typeof v === 'bigint') n = v >= 0n && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : -1;
+  else if (typeof v === 'string' && /^[0-9]{1,16}$/.test(v)) n = Number(v);
+  else return null;
+  return Number.isSafeInteger(n) && n >= 0 ? n : null;
+}
+
 /** 'old' | 'next' | 'ahead': an event at seq, given the cursor. */
 function classify(cursor, seq) {
   if (seq <= cursor) return 'old';
@@ -103,4 +118,4 @@ function parseHint(payload) {
   return { stream, seq, ref };
 }
 
-module.exports = { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow, parseHint };
+module.exports = { parseSeq, classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow, parseHint };

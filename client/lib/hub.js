@@ -94,6 +94,9 @@ const { DECODERS } = require('./decoder');
 /** The longest a hub leaves its replication socket unread (coalesceMs). */
 const MAX_COALESCE_MS = 1000;
 
+// reads of a log that ends below a subscription's resume point before it is judged (_aheadOf)
+const AHEAD_CHECKS = 8;
+
 const DEFAULTS = {
   transport: 'auto',
   decoder: 'auto',
@@ -685,8 +688,12 @@ class HxHub extends EventEmitter {
       const why = diverged
         ? `the server no longer has event ${sub.cursor} of ${sub.stream} as it was read (a failover lost that commit)`
         : `the log of ${sub.stream} no longer holds seq ${sub.cursor + 1}`;
-      const err = new Error(`hxstate: ${why}, and a subscription by stream name cannot read a snapshot: follow {table, key} to resync`);
-      err.code = diverged ? 'HX_DIVERGED' : 'HX_TRIMMED';
+      const ahead = reason === 'ahead';
+      const err = new Error(ahead
+        ? `hxstate: the log of ${sub.stream} ends below seq ${sub.cursor} (the after option): it holds no event at or after it, ` +
+          'and a subscription by stream name cannot read a snapshot: follow {table, key} to resync, or resume from a seq the log holds'
+        : `hxstate: ${why}, and a subscription by stream name cannot read a snapshot: follow {table, key} to resync`);
+      err.code = ahead ? 'HX_AFTER_BEYOND_HEAD' : diverged ? 'HX_DIVERGED' : 'HX_TRIMMED';
       this._failSub(sub, err);
       return;
     }
@@ -891,11 +898,14 @@ class HxHub extends EventEmitter {
       if (entry.dropped) continue;
       const list = byStream.get(entry.stream) || [];
       const top = list.length > 0 ? list[list.length - 1].seq : b.after;
-      entry.saw(top);
+      // (b.after need not exist: a resume point beyond the log's end)
+      if (list.length > 0) entry.saw(top);
       for (const sub of [...entry.subs]) {
         const r = sub.page(b.after, list, limit, tick);
         if (r === 'trimmed' || r === 'diverged') {
           this._resync(sub, r);
+        } else if (r === 'ahead') {
+          this._aheadOf(sub);
         } else if (r instanceof Error) {
           this._invalid(sub, r);
         }
@@ -907,6 +917,29 @@ class HxHub extends EventEmitter {
       if (list.length < limit && entry.settle(top, b.seen)) this._reader.recheck(entry);
       for (const sub of [...entry.subs]) this._check(sub);
     }
+  }
+
+  /**
+   * A read found the log ending below the subscription's resume point
+   * (its after option).  A commit can be announced an instant before it
+   * is visible, and the seq may come from a server the reader lags behind:
+   * read again AHEAD_CHECKS times, each after a wait that doubles from
+   * reconnect.min up to reconnect.max; then the log is taken at its word,
+   * and the subscription resyncs to a snapshot (reason 'ahead'), or one by
+   * stream name fails (HX_AFTER_BEYOND_HEAD).  Never a silent wait.
+   */
+  _aheadOf(sub) {
+    const n = sub.aheadChecks;
+    if (n > AHEAD_CHECKS) {
+      this._resync(sub, 'ahead');
+      return;
+    }
+    const { min, max } = this._o.reconnect;
+    this._reader.wait(Math.min(max, min * 2 ** (n - 1)), () => {
+      if (sub.stopped) return;
+      sub.aheadRetry();
+      this._check(sub);
+    });
   }
 
   _onHeads(entries, heads, tick) {

@@ -29,6 +29,7 @@ const pg = require('pg');
 const sql = require('./sql');
 const { Backoff } = require('./backoff');
 const { isConnectionError, isDataError, isTransient } = require('./errors');
+const { noop } = require('./emit');
 
 // jsonb and json columns parsed with their size: {value, bytes}, the bytes
 // of the JSON text as the server sent it (the queue's bounds in bytes)
@@ -197,6 +198,15 @@ class Reader {
     this._timers.add(t);
   }
 
+  /** fn after ms (the timer is cleared when the reader stops). */
+  wait(ms, fn) {
+    const t = setTimeout(() => {
+      this._timers.delete(t);
+      if (this._active) fn();
+    }, ms);
+    this._timers.add(t);
+  }
+
   _succeeded(kind) {
     const b = this._backoff.get(kind);
     if (b) b.healthy();
@@ -257,20 +267,93 @@ class Reader {
   _readJob() {
     const r = this._readQ.shift();
     if (!r) return null;
-    return async (conn) => {
-      let out;
-      try {
-        out = await r.fn((text, values) => {
-          this.stats.queries++;
-          return conn.client.query(text, values).then((res) => res.rows);
-        });
-      } catch (err) {
-        r.reject(err);
-        if (this._lost(conn, err)) throw err;
-        return;
+    return (conn) => this._runRead(conn, r);
+  }
+
+  /**
+   * A caller's read (read() above).  fn gets query(); what fn leaves of
+   * the connection is checked once fn has settled and every statement it
+   * sent has ended (query() refuses statements after that, HX_READ_ENDED):
+   * the connection goes back to the hub's reads as fn found it, outside a
+   * transaction.  A transaction left open (a BEGIN without COMMIT or
+   * ROLLBACK, or one a statement error aborted) is rolled back, as
+   * PostgreSQL does when a session ends inside one; then the read rejects
+   * with fn's error if fn threw, else with HX_READ_OPEN_TRANSACTION (what
+   * fn did in it is undone, so its result is not handed out).  With
+   * sharedConnection the connection is also the LISTEN one, and a LISTEN
+   * the transport sent meanwhile took effect only at a COMMIT: it is
+   * replaced instead (the hub reconnects and LISTENs again).  A connection
+   * error of fn's statements, or a connection that died, is the hub's to
+   * handle (it reconnects); fn's own errors are not.
+   */
+  async _runRead(conn, r) {
+    const pending = new Set();
+    let sent = 0;
+    let settled = false;
+    let lostErr = null;
+    const query = (text, values) => {
+      if (settled) {
+        const err = new Error('hxstate: HxHub.read: query() called after fn settled');
+        err.code = 'HX_READ_ENDED';
+        return Promise.reject(err);
       }
-      r.resolve(out);
+      this.stats.queries++;
+      sent++;
+      const p = conn.client.query(text, values).then((res) => res.rows, (err) => {
+        // a socket's error has a code (ECONNRESET...), and the connection's
+        // 'error' or 'end' has marked it dead; one without a code is an
+        // argument pg refused (no text, values not an array): not the connection's
+        if (err && err.code !== undefined && isConnectionError(err)) lostErr = lostErr || err;
+        throw err;
+      });
+      const done = p.then(noop, noop);
+      pending.add(done);
+      done.then(() => pending.delete(done));
+      return p;
     };
+    let out;
+    let failure = null;
+    let failed = false;
+    try {
+      out = await r.fn(query);
+    } catch (err) {
+      failed = true;
+      failure = err;
+    }
+    settled = true;
+    while (pending.size > 0) await Promise.all([...pending]);
+    if (lostErr || !conn.alive) {
+      if (failed) r.reject(failure);
+      else r.reject(lostErr || new Error('hxstate: the hub lost its connection during the read'));
+      throw lostErr || new Error('hxstate: connection closed');
+    }
+    const status = conn.client.getTransactionStatus();
+    if (status === 'T' || status === 'E') {
+      const open = new Error(`hxstate: HxHub.read: fn left a transaction ${status === 'E' ? 'aborted' : 'open'} on the hub's reader connection ` +
+        '(a BEGIN without COMMIT or ROLLBACK); it was rolled back: end each transaction fn begins');
+      open.code = 'HX_READ_OPEN_TRANSACTION';
+      r.reject(failed ? failure : open);
+      if (this._o.sharedConnection) throw open; // a LISTEN inside it was undone: a new connection
+      this.stats.queries++;
+      await conn.client.query('ROLLBACK'); // if it fails, the hub replaces the connection
+      await this._resetSession(conn);
+      return;
+    }
+    if (failed) r.reject(failure);
+    else r.resolve(out);
+    // before the hub's next statement (the caller has its result already)
+    if (sent > 0) await this._resetSession(conn);
+  }
+
+  /**
+   * What fn set in the session, back to the connection's own: RESET ALL
+   * (every setting to its value at connection start: a statement_timeout
+   * of 1 ms would cancel every later read of the hub), and RESET ROLE.
+   * One statement; if it fails, the hub replaces the connection.
+   */
+  async _resetSession(conn) {
+    this.stats.queries++;
+    await conn.client.query('RESET ALL; RESET ROLE');
   }
 
   async _query(conn, q) {

@@ -20,6 +20,7 @@
 // after it switched shards.
 const { EventEmitter } = require('node:events');
 const { callListeners, noop } = require('./emit');
+const { parseSeq } = require('./cursor');
 
 class ShardSubscription extends EventEmitter {
   /**
@@ -38,12 +39,16 @@ class ShardSubscription extends EventEmitter {
     this.table = target.table === undefined || target.table === null ? null : String(target.table);
     /** The stream's name, known once the first subscription resolved it. */
     this.stream = target.stream === undefined || target.stream === null ? null : String(target.stream);
+    const after = options.after === undefined || options.after === null ? null : parseSeq(options.after);
+    if (after === null && options.after !== undefined && options.after !== null) {
+      throw new TypeError('HxShardedHub: options.after must be a seq: an integer >= 0 (a number, a bigint, or a string of decimal digits)');
+    }
     this._keepState = options.state === undefined
-      ? (options.after === undefined || options.after === null || Number(options.after) === 0
+      ? (after === null || after === 0
         || Object.prototype.hasOwnProperty.call(options, 'base'))
       : !!options.state;
     /** The seq of the last event handed out (0: none yet). */
-    this.seq = options.after === undefined || options.after === null ? 0 : Number(options.after);
+    this.seq = after === null ? 0 : after;
     /** The state after it (state: true). */
     this.state = this._keepState ? (Object.prototype.hasOwnProperty.call(options, 'base') ? options.base : null) : undefined;
     /** Has the stream ended (hx.stream_end)? */
@@ -52,7 +57,7 @@ class ShardSubscription extends EventEmitter {
     this.shard = null;
     this._lastShard = null;       // the shard it last followed on
     this._inner = null;           // the HxSubscription on this.shard
-    this._positioned = this.seq > 0 || (options.after !== undefined && options.after !== null);
+    this._positioned = after !== null;
     this._pending = null;         // the delivery in the consumer's hands
     this._stopped = false;
     this.stats = { events: 0, moves: 0, resyncs: 0 };

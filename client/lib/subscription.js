@@ -17,7 +17,7 @@
 //
 // Each changes no one's fields but its own.
 const { EventEmitter } = require('node:events');
-const { classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
+const { parseSeq, classify, planPage, moreAfterPage, wantsRead, hasRoom, isLow } = require('./cursor');
 const { callListeners, callEach, noop } = require('./emit');
 const { isStreamEnd, stateTooLarge } = require('./apply');
 const { EventQueue } = require('./queue');
@@ -95,9 +95,9 @@ class SubscriptionCore {
     this._key = optional(target.key);
     this._stream = optional(target.stream);
     this._channel = null;
-    const after = o.after === undefined || o.after === null ? null : Number(o.after);
-    if (after !== null && !(Number.isSafeInteger(after) && after >= 0)) {
-      throw new TypeError('HxHub: options.after must be a seq (an integer >= 0)');
+    const after = o.after === undefined || o.after === null ? null : parseSeq(o.after);
+    if (after === null && o.after !== undefined && o.after !== null) {
+      throw new TypeError('HxHub: options.after must be a seq: an integer >= 0 (a number, a bigint, or a string of decimal digits)');
     }
     const hasBase = Object.prototype.hasOwnProperty.call(o, 'base');
     if (o.state === true && after !== null && after > 0 && !hasBase) {
@@ -152,6 +152,11 @@ class SubscriptionCore {
     this._markTime = undefined;  //   its timestamp,
     this._markBytes = 0;         //   its size
     this._verify = false;      // a new reader connection: is that event still there, unchanged?
+    // a resume point (after > 0) not yet found in the log: the number of
+    // reads that found the log ending below it (-1: found, or none to find),
+    // and whether it waits before the next (the hub's grace, then a resync)
+    this._ahead = after !== null && after > 0 ? 0 : -1;
+    this._aheadWait = false;
     this._exact = false;       // its state comes from a snapshot the hub read (not from a base, nor
                                // from a log that starts at seq 1 of a row that may predate its trigger)
     this._readyQueued = false;
@@ -335,11 +340,13 @@ class SubscriptionCore {
     return bytes + this._stateBytes + bytes;
   }
 
-  /** Read a fresh snapshot (the log no longer continues its cursor, a delta did not apply, or it diverged). */
+  /** Read a fresh snapshot (the log no longer continues its cursor, a delta did not apply, it diverged, or its resume point is beyond the log). */
   beginResync(reason) {
     this._phase = 'snapshot';
     this._resyncReason = reason;
     this._verify = false;
+    this._ahead = -1;
+    this._aheadWait = false;
     this._more = this._force = false;
   }
 
@@ -378,6 +385,7 @@ class SubscriptionCore {
     if (this._phase !== 'live') return null;
     if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null; // its consumer first
     this._held = false;
+    if (this._ahead >= 0) return this._aheadWait ? null : 'read'; // its resume point first
     if (wantsRead(this._seq, entry.seen, this._force, this._more)) return 'read';
     if (!this._readyQueued && this._synced) {
       this._readyQueued = true;
@@ -397,7 +405,8 @@ class SubscriptionCore {
   readFrom(entry) {
     if (this._phase !== 'live') return null;
     if (!isLow(this._queue.events, this._queue.bytes, this._maxQueue, this._maxBytes)) return null;
-    if (this._verify) return this._seq - 1; // the event at its cursor too
+    if (this._aheadWait) return null;
+    if (this._verify || this._ahead >= 0) return this._seq - 1; // the event at its cursor too
     return wantsRead(this._seq, entry.seen, this._force, this._more) ? this._seq : null;
   }
 
@@ -411,6 +420,11 @@ class SubscriptionCore {
   }
   waitsFor(tick) { return this._phase === 'snapshot' && this._snapTick === tick; }
   snapshotRetry() { this._snapTick = -1; }
+
+  /** How many reads found the log ending below its resume point (see page()). */
+  get aheadChecks() { return this._ahead; }
+  /** The hub's wait after such a read is over: read again. */
+  aheadRetry() { this._aheadWait = false; }
 
   /**
    * Start (again) from a snapshot: seq, state (bytes: its size), the last
@@ -432,7 +446,7 @@ class SubscriptionCore {
     }
     // an older snapshot than its cursor: one read before its events were
     // (read another), unless its cursor is on a commit the server lost
-    if (this._started && seq < this._seq && this._resyncReason !== 'diverged') return 'stale';
+    if (this._started && seq < this._seq && this._resyncReason !== 'diverged' && this._resyncReason !== 'ahead') return 'stale';
     const initial = !this._started;
     const previousSeq = this._seq;
     const ended = isStreamEnd(last);
@@ -448,6 +462,8 @@ class SubscriptionCore {
     this._markTime = this._marked ? mark.timestamp : undefined;
     this._markBytes = this._marked ? mark.bytes : 0;
     this._verify = false;
+    this._ahead = -1;
+    this._aheadWait = false;
     this._exact = this._keepState;
     this._more = this._force = false;
     let resync;
@@ -469,11 +485,30 @@ class SubscriptionCore {
    * A page of the log read after seq `after` at tick, limit rows a stream:
    * rows [{seq, event, bytes}].  Returns null, 'reread' (its cursor went
    * back below the read), 'trimmed' (the log skips a seq after its cursor:
-   * resync), 'diverged' (see _reverify: resync), or an Error (a delta did
-   * not apply: resync).
+   * resync), 'diverged' (see _reverify: resync), 'ahead' (its resume
+   * point is beyond the log's end: the hub waits and reads again, then
+   * resyncs), or an Error (a delta did not apply: resync).
+   *
+   * A resume point (after > 0) is checked as a reconnect checks a cursor:
+   * the first read starts at the event at it, and a log that ends below
+   * it holds no event the subscription can continue from.  That may be
+   * for a while only (a commit announced an instant before it is visible,
+   * a reader that lags the server the seq came from), so the hub reads
+   * again a few times, after a growing wait, before it resyncs.
    */
   page(after, rows, limit, tick) {
     if (this._phase !== 'live') return null;
+    if (this._ahead >= 0) {
+      const top = rows.length > 0 ? rows[rows.length - 1].seq : after;
+      if (after >= this._seq) return null; // a read that did not start at its resume point: read again
+      if (top < this._seq) {
+        if (rows.length >= limit) return null; // a page that does not reach it: read on
+        this._ahead++;
+        this._aheadWait = true;
+        return 'ahead';
+      }
+      this._ahead = -1; // the log holds it (or was trimmed past it and goes on): on as usual
+    }
     if (this._verify) {
       const top = rows.length > 0 ? rows[rows.length - 1].seq : after;
       if (after >= this._seq || (rows.length >= limit && top < this._seq)) {

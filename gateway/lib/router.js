@@ -5,7 +5,8 @@
 //   the gateway closing (503), the path, the table and the key (404, 400),
 //   the method (405), the Last-Event-ID (400), the token or the authorize
 //   hook (401, 403) and its scopes, the client's open responses (429), the
-//   body (413, 408, 503, 400), the runs of the run hook (409, 429, 503),
+//   body (413, 408, 503, 400; 409 for a threadId that names another thread
+//   than the URL), the runs of the run hook (409, 429, 503),
 //   then the subscription's start (stream.js, run.js: 400, 404, 503).
 //
 // route(ctx, req, res, next) serves it with the module of its route;
@@ -54,6 +55,29 @@ function targetOf(ctx, route, parts, url) {
   // a table's streams are <prefix>:<key> as the database names them; a
   // source's name is its function's, known once the stream is followed
   return { table, key, stream: `${ctx.tables.prefixOf(table)}:${key}`, kind: route === 'agents' ? 'run' : route === 'streams' ? 'stream' : 'view', url };
+}
+
+/**
+ * 409 when a POST /agents body's threadId names another thread of this
+ * gateway than its URL.  The gateway's threads are its streams, named
+ * <prefix>:<key> as the database names them (GET /streams' RUN_STARTED
+ * carries that name); the URL says which one a request follows, and its
+ * token or the authorize hook allowed that one.  A threadId that is the
+ * name of another (a table the gateway serves, another key) would have
+ * the response's RUN_STARTED and RUN_FINISHED say that thread while they
+ * carry the URL's, and a run hook that goes by input.threadId act on a
+ * thread the request was not allowed.  Any other threadId is the client's
+ * own name for the URL's thread (HttpAgent makes up a random one when it
+ * is given none), and the response's events carry it as asked.
+ */
+function checkThread(ctx, target, threadId) {
+  if (threadId === target.stream) return;
+  for (const t of ctx.tables.list) {
+    if (!threadId.startsWith(`${ctx.tables.prefixOf(t.name)}:`)) continue;
+    const named = threadId.length > 256 ? `${threadId.slice(0, 256)}...` : threadId; // the message stays short
+    throw new HttpError(409, `the body's threadId ${JSON.stringify(named)} names another thread than the URL's ` +
+      `${JSON.stringify(target.stream)}: post it to that thread's URL, or name this one (or none of the gateway's)`, null, 'hxstate_thread_mismatch');
+  }
 }
 
 /** The seq to resume after: Last-Event-ID (or ?lastEventId=), a seq; null for none. */
@@ -177,6 +201,7 @@ async function route(ctx, req, res, next, durable = null) {
       const body = await ctx.bodies.read(req);
       closing(ctx);
       const { input, json: text, maxDurationMs } = parseInput(body, { hook: ctx.config.run, maxDepth: ctx.config.maxInputDepth, connect });
+      checkThread(ctx, target, input.threadId);
       const calls = ctx.config.run && after === null && !connect; // does this run call the run hook?
       need(grant, !calls ? 'read' : input.resume && input.resume.length > 0 ? 'resume' : 'run');
       // a run that calls the hook holds a place of its thread, its token and all runs

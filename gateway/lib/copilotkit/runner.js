@@ -54,6 +54,13 @@ const DEFAULTS = {
 };
 
 const TERMINAL = new Set(['RUN_FINISHED', 'RUN_ERROR']);
+// the events that name their run's thread (AG-UI: RUN_STARTED's threadId, repeated by RUN_FINISHED)
+const THREADED = new Set(['RUN_STARTED', 'RUN_FINISHED']);
+
+/** A replayed event of thread threadId: one that names another thread (a log written before the runner checked) names its own. */
+function ofThread(e, threadId) {
+  return THREADED.has(e.type) && e.threadId !== undefined && e.threadId !== threadId ? { ...e, threadId } : e;
+}
 
 function pgConfig(c) {
   if (typeof c === 'string') return { connectionString: c };
@@ -260,6 +267,8 @@ class HxAgentRunner {
     if (!input || typeof input !== 'object' || Array.isArray(input)) throw new CopilotKitInputError('input is a RunAgentInput object');
     const runId = this._id(input.runId, 'input.runId');
     if (input.threadId !== undefined && input.threadId !== threadId) throw new CopilotKitInputError('input.threadId is not the request\'s threadId');
+    // an AG-UI agent's events carry its threadId (CopilotKit's runtime sets it to the request's)
+    if (agent.threadId !== undefined && agent.threadId !== threadId) throw new CopilotKitInputError('agent.threadId is not the request\'s threadId');
     jsonText(input, 'input', this.options.maxInputBytes);
     const agentId = typeof agent.agentId === 'string' ? agent.agentId.slice(0, 1024) : null;
     const stream = STREAM_PREFIX + threadId;
@@ -381,7 +390,7 @@ class HxAgentRunner {
       before = r.startSeq;
       if (r.terminal || r.ended) {
         // finished, all but perhaps its end marker: its events, and its end
-        for (const e of r.events) subject.next(e);
+        for (const e of r.events) subject.next(ofThread(e, threadId));
         if (!r.ended) await this._writer.open({ stream }, { runId, messages: null, resumeAt: { seq: r.head, open: r.open } }).close();
         return;
       }
@@ -414,6 +423,11 @@ class HxAgentRunner {
           // replay of the thread shows each message once)
           const messages = Array.isArray(input.messages) ? input.messages.filter((m) => !(m && seen.has(m.id))) : undefined;
           e = { ...e, input: { ...input, ...(messages !== undefined ? { messages } : {}) } };
+        }
+        if (THREADED.has(e.type) && e.threadId !== undefined && e.threadId !== threadId) {
+          // a run's events carry its thread: one of another is not this thread's to log
+          throw Object.assign(new Error(`HxAgentRunner: the agent emitted ${e.type} of thread ${JSON.stringify(String(e.threadId).slice(0, 256))} in a run of thread ${JSON.stringify(threadId)}`),
+            { code: 'HX_COPILOTKIT_THREAD' });
         }
         const logged = encode(e, this.options.maxEventBytes);
         const out = decode(jsonbOrder(logged));
@@ -582,7 +596,8 @@ class HxAgentRunner {
         && event.value.runId === status.run_id && event.value.status !== 'started') {
         target = seq; // the run under way when it connected has ended
       }
-      const d = decode(event);
+      const d0 = decode(event);
+      const d = d0 === null ? null : ofThread(d0, threadId);
       if (d !== null) {
         if (seq <= history) hold(d);
         else {

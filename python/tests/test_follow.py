@@ -384,3 +384,48 @@ def test_sizes_kept_op_by_op() -> None:
     assert (state, size) == ([1], json_size([1]))
     with pytest.raises(errors.StateTooLarge):
         apply_event_sized({}, 2, {"type": "STATE_SNAPSHOT", "snapshot": {"x": "y" * 100}}, 50)
+
+
+async def test_after_beyond_the_log_never_waits_silently(dsn: str, conn: psycopg.Connection[Any], table: str) -> None:
+    """A resume point past the log's end: read again within a grace (the
+    reconnect bounds), then a follower with a snapshot resyncs to it
+    (reason ahead), and one of a stream by name raises ValueError."""
+    key = str(uuid.uuid4())
+    stream = f"py_follow:{key}"
+    conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
+    write(conn, key, 1)
+    f = follow(dsn, table=table, key=key, after=100, poll_interval=0.1, reconnect=(0.01, 0.02))
+    it = f.__aiter__()
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["type"] == "STATE_SNAPSHOT" and event["metadata"]["reason"] == "ahead"
+    assert event["metadata"]["seq"] == 2 and f.seq == 2 and state["items"] == [1]
+    assert f.stats["resyncs"] == 1
+    write(conn, key, 2)
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["metadata"]["seq"] == 3 and state["items"] == [1, 2]
+    await f.close()
+
+    g = follow(dsn, stream=stream, after=100, poll_interval=0.1, reconnect=(0.01, 0.02))
+    with pytest.raises(ValueError, match=r"after=100 is beyond the end of the log of stream 'py_follow:"):
+        async with asyncio.timeout(10):
+            await anext(g.__aiter__())
+
+    # at the head: found at once, and the next event is what comes (a
+    # follower resumed without a base state takes it through a snapshot)
+    h = follow(dsn, table=table, key=key, after=3, poll_interval=0.1, reconnect=(0.01, 0.02))
+    hit = h.__aiter__()
+    task = asyncio.ensure_future(anext(hit))
+    await asyncio.sleep(0.3)
+    write(conn, key, 3)
+    async with asyncio.timeout(10):
+        event, _ = await task
+    assert event["metadata"]["seq"] == 4 and event["metadata"].get("reason") != "ahead"
+    await h.close()
+
+
+@pytest.mark.parametrize("after", [-1, True, "5", 1.5])
+def test_after_is_a_seq(dsn: str, after: Any) -> None:
+    with pytest.raises(ValueError, match="after must be a seq"):
+        follow(dsn, stream="s", after=after)

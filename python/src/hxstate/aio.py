@@ -178,8 +178,12 @@ class Follower:
         self.max_state_bytes = max_state_bytes
         #: the length of the state's JSON text, as json_size counts it
         self.state_bytes = 0
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+            raise ValueError("after must be a seq: an int >= 0")
         #: seq of the last event handed out (None before the first)
         self.seq: int | None = after
+        #: a resume point (after > 0) not yet found in the log
+        self._ahead = after is not None and after > 0
         #: the state after the last event handed out
         self.state: Any = None
         self.ended = False
@@ -289,6 +293,9 @@ class Follower:
                             yield self._start_from(snap), self.state
                         else:
                             self.seq = 0
+                    elif self._ahead:
+                        async for item in self._find_resume_point(conn, hx):
+                            yield item
                     elif not first:
                         async for item in self._verify(conn, hx):
                             yield item
@@ -390,6 +397,33 @@ class Follower:
         if row is None or row[1] != mine:
             async for item in self._resync(conn, hx, "diverged"):
                 yield item
+
+    async def _find_resume_point(
+        self, conn: psycopg.AsyncConnection[Any], hx: str
+    ) -> AsyncIterator[tuple[dict[str, Any], Any]]:
+        """``after`` beyond the log's end never waits silently.  The log may
+        end below it for a while only (a commit announced an instant before
+        it is visible, a server behind the one the seq came from), so it is
+        read again 8 times, the wait doubling within the reconnect bounds
+        (about 16 s by default); then a follower with a snapshot resyncs to
+        it (reason ``ahead``), one of a stream by name raises ValueError."""
+        assert self.seq is not None
+        delay = self.reconnect_bounds[0]
+        for attempt in range(9):
+            rows, _ = await self._page(conn, hx, self.seq - 1, 1)
+            if rows:
+                self._ahead = False  # the log holds it (or was trimmed past it, and goes on)
+                return
+            if attempt == 8 or self._closed:
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.reconnect_bounds[1])
+        self._ahead = False
+        if self.table is None and self.source is None:
+            self._closed = True
+            raise ValueError(f"after={self.seq} is beyond the end of the log of stream {self.stream!r}")
+        async for item in self._resync(conn, hx, "ahead"):
+            yield item
 
     async def _resync(self, conn: psycopg.AsyncConnection[Any], hx: str, reason: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
         snap = await self._snapshot(conn, hx)

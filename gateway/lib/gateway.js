@@ -104,7 +104,10 @@ class Gateway {
     const started = this._ownHub ? hub.start() : Promise.resolve();
     if (this._ownHub) {
       hub.on('error', (err) => log('warn', `hub: ${err.message}`));
-      hub.on('transport', ({ transport, reason }) => log('info', `following over ${transport}${reason ? ` (${reason})` : ''}`));
+      hub.on('transport', ({ transport, reason }) => {
+        const why = reason || (transport === 'wal' ? hub.decoderReason : null);
+        log('info', `following over ${transport}${why ? ` (${why})` : ''}`);
+      });
     }
     this._closing = null;
     this._ctx = createContext({

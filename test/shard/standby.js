@@ -37,7 +37,7 @@
 //    the repair seen.
 const path = require('node:path');
 const pg = require('pg');
-const { Server, freePorts, makeDir, sleep } = require('./servers');
+const { Server, freePorts, makeDir, sleep, pluginSettings } = require('./servers');
 const { Checks, Recorder, SQL, waitFor } = require('./common');
 const { HxHub } = require('../../client');
 
@@ -275,8 +275,11 @@ async function main() {
     const onStandby = async (role) => (role === 'replication' ? currentStandby() : currentPrimary()).then((s) => s.config('app'));
     f = await follow({ pg: onStandby, transport: 'wal' });
     checks.ok(f.hub.transport === 'wal', 'the hub follows over the WAL');
-    const decodedOn = (await nodes[1].sql("SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_type = 'logical' AND active", []))[0];
+    const decodedOn = (await nodes[1].sql("SELECT count(*)::int AS n, max(plugin) AS plugin FROM pg_replication_slots WHERE slot_type = 'logical' AND active", []))[0];
     checks.ok(decodedOn.n === 1, 'its slot is on the standby');
+    // the servers here trust hxstate's output plugin where they have the setting (servers.js)
+    const plugin = pluginSettings(BINDIR).output_plugin_libraries ? 'hxstate' : 'pgoutput';
+    checks.ok(f.hub.decoder === plugin && decodedOn.plugin === plugin, `the standby decodes with ${plugin}'s plugin`, `${f.hub.decoder} / ${decodedOn.plugin}: ${f.hub.decoderReason}`);
     const primarySlots = (await nodes[0].sql("SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_type = 'logical'", []))[0];
     checks.ok(primarySlots.n === 0, 'the primary decodes nothing for it');
     await waitAcks(writers, 200);

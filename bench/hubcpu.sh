@@ -13,17 +13,18 @@
 # same batching) with one consumer following every session over the WAL:
 #   new    bench/pgbench/follow.js on this tree's client/ as it comes:
 #          decoding with hxstate's output plugin (one message per
-#          transaction), the replication socket left unread coalesceMs
-#          (5 ms) after each read;
-#   nc     the same, reading as data comes (coalesceMs 0);
-#   pgo    the same, decoding with pgoutput (decoder: 'pgoutput',
-#          coalesceMs 0), as 0.6.0 did;
+#          transaction), reading as data comes;
+#   co     the same, the replication socket left unread coalesceMs
+#          (HX_BENCH_COALESCE, 5 ms) after each read;
+#   pgo    the same as new, decoding with pgoutput (decoder: 'pgoutput'),
+#          as 0.6.0 did;
 #   base   the same file on BASE's client/ (git archive into a scratch
 #          directory), as BASE decodes (before 0.7.0: pgoutput);
 #   recv   pg_recvlogical on a slot of its own, output discarded (-F 0),
 #          decoding the same publication with pgoutput;
 #   recvhx pg_recvlogical decoding with hxstate's output plugin;
-#   idle   with HX_BENCH_IDLE=1: follow.js on this tree's client following
+#   idle   with HX_BENCH_IDLE=1: follow.js on this tree's client (as co)
+#          following
 #          no session (its hub decodes every insert and drops it): what the
 #          replication connection costs in Node (node-postgres, the socket,
 #          the plugin's messages) before any delivery;
@@ -76,12 +77,12 @@ one() {							# contender -> "us_per_event"
 	psql -X -q -d "$HX_BENCH_PG_DB" -c "SELECT bench_pg_reset('log', $ROWS)" -c 'VACUUM ANALYZE sessions' -c 'CHECKPOINT' >/dev/null
 	echo 0 >"$work/expect"
 	case $who in
-		new | nc | pgo | base | idle)
+		new | co | pgo | base | idle)
 			local dir=$top rows=$ROWS decoder=hxstate coalesce=
 			[ "$who" = base ] && dir=$work/base
-			[ "$who" = idle ] && rows=0
-			[ "$who" = pgo ] && { decoder=pgoutput; coalesce=0; }
-			[ "$who" = nc ] && coalesce=0
+			[ "$who" = idle ] && { rows=0; coalesce=${HX_BENCH_COALESCE:-5}; }
+			[ "$who" = pgo ] && decoder=pgoutput
+			[ "$who" = co ] && coalesce=${HX_BENCH_COALESCE:-5}
 			HX_BENCH_COALESCE_MS=$coalesce HX_BENCH_DECODER=$decoder node "$dir/bench/pgbench/follow.js" "$rows" wal "$work/expect" >"$work/follow.out" 2>"$work/follow.err" &
 			pid=$!
 			until grep -q '^ready' "$work/follow.out"; do
@@ -140,7 +141,7 @@ one() {							# contender -> "us_per_event"
 echo "hub CPU per event over the WAL: this tree against $base ($(git -C "$top" rev-parse --short "$base")) and pg_recvlogical; $ROUNDS rounds of ${SECS} s at $RATE transactions/s, 32 clients"
 echo "$("$BIN/postgres" --version), $(nproc) cores"
 declare -A all=()
-order=(new nc pgo base recv recvhx)
+order=(new co pgo base recv recvhx)
 [ "${HX_BENCH_IDLE:-0}" = 1 ] && order+=(idle)
 # HX_BENCH_CONTENDERS: a subset, in this order (new must be one)
 [ -n "${HX_BENCH_CONTENDERS:-}" ] && read -r -a order <<<"$HX_BENCH_CONTENDERS"
@@ -155,8 +156,8 @@ for r in $(seq 1 "$ROUNDS"); do
 	echo "$line"
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) { print "-"; exit } print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
-printf 'medians, CPU per event: this tree %s us (as it comes), %s us (coalesceMs 0), %s us (pgoutput, coalesceMs 0), %s %s us, pg_recvlogical %s us (pgoutput), %s us (hxstate plugin)' \
-	"$(median <<<"${all[new]:-}")" "$(median <<<"${all[nc]:-}")" "$(median <<<"${all[pgo]:-}")" \
+printf 'medians, CPU per event: this tree %s us (as it comes), %s us (coalesceMs %s), %s us (pgoutput), %s %s us, pg_recvlogical %s us (pgoutput), %s us (hxstate plugin)' \
+	"$(median <<<"${all[new]:-}")" "$(median <<<"${all[co]:-}")" "${HX_BENCH_COALESCE:-5}" "$(median <<<"${all[pgo]:-}")" \
 	"$base" "$(median <<<"${all[base]:-}")" "$(median <<<"${all[recv]:-}")" "$(median <<<"${all[recvhx]:-}")"
 [ -n "${all[idle]:-}" ] && printf ', idle hub %s us' "$(median <<<"${all[idle]}")"
 echo

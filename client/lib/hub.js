@@ -100,7 +100,7 @@ const AHEAD_CHECKS = 8;
 const DEFAULTS = {
   transport: 'auto',
   decoder: 'auto',
-  coalesceMs: 5,
+  coalesceMs: 0,
   publication: 'hxstate_events',
   pollInterval: null,   // 2000 over LISTEN, 10000 over the WAL
   pageSize: 1000,
@@ -135,11 +135,12 @@ class HxHub extends EventEmitter {
    *   transaction; the server must name it in output_plugin_libraries)
    *   or pgoutput (through the publication); 'auto' takes hxstate's where
    *   the server allows it (decoder.js)
-   * @param {number} [options.coalesceMs=5] over the WAL, after the
+   * @param {number} [options.coalesceMs=0] over the WAL, after the
    *   replication socket gave messages, leave it unread this many ms, so
    *   that what comes meanwhile is read and handed on in one go: less CPU
-   *   per event under load, for at most that much more latency (none for
-   *   a stream quieter than that)
+   *   per event under load, for more latency (none for a stream quieter
+   *   than that; more than coalesceMs when the process is too busy to run
+   *   its timers on time).  Off by default
    * @param {string} [options.publication='hxstate_events'] pgoutput's
    *   publication of hx_event
    * @param {number} [options.pollInterval] ms between polls of the heads

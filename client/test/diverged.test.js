@@ -57,11 +57,7 @@ async function loseEvent(stream, seq, key, stateBefore) {
 
 /** Follow key; write three deltas (seq 2..4); return the states by seq. */
 async function writeThree(key, isAt) {
-  const states = new Map();
-  for (let i = 1; i <= 3; i++) {
-    const state = await h.merge(db, 'sessions', key, [{ op: 'append', path: '/l', items: [`${key}-${i}`] }, { op: 'increment', path: '/n', by: 1 }]);
-    states.set(await h.lastSeq(db, `sessions:${key}`), state);
-  }
+  const states = await writeThreeUnfollowed(key);
   await h.waitFor(() => isAt(4), 'seq 4');
   return states;
 }
@@ -84,6 +80,28 @@ async function failover({ key, appName, states, disconnected, newEvent }) {
   } finally {
     await lockOut(false);
   }
+}
+
+/**
+ * A reconnect that loses nothing (the follower at seq 4): its connections
+ * killed while it is locked out, then its check (the log read from seq 4,
+ * the event there compared) finds the event it has, and it goes on to seq
+ * 5 with no resync.
+ */
+async function reconnectLosingNothing({ hub, sub, key, appName, resyncs, latest }) {
+  await lockOut(true);
+  try {
+    assert.ok(await h.killBackends(db, appName) >= 1);
+    await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
+  } finally {
+    await lockOut(false);
+  }
+  await h.waitFor(() => hub.stats.reconnects >= 1 && sub.stats.pages >= 1, 'the reconnect\'s check');
+  const next = await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 10 }]);
+  await h.waitFor(() => latest().seq === 5, 'seq 5');
+  assert.deepStrictEqual(resyncs, []);
+  assert.equal(hub.stats.divergences, 0);
+  assert.deepStrictEqual(latest().state, next);
 }
 
 for (const replaced of [true, false]) {
@@ -172,20 +190,7 @@ test('HxHub over the WAL: a listener that changes the events it is given; a reco
   try {
     await sub.ready;
     await writeThree(key, (s) => last && last.seq === s);
-    await lockOut(true);
-    try {
-      assert.ok(await h.killBackends(db, appName) >= 1);
-      await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
-    } finally {
-      await lockOut(false);
-    }
-    // the reconnect's check: the log read from seq 4, the event there compared
-    await h.waitFor(() => hub.stats.reconnects >= 1 && sub.stats.pages >= 1, 'the reconnect\'s check');
-    const next = await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 10 }]);
-    await h.waitFor(() => last.seq === 5, 'seq 5');
-    assert.deepStrictEqual(resyncs, []);
-    assert.equal(hub.stats.divergences, 0);
-    assert.deepStrictEqual(last.state, next);
+    await reconnectLosingNothing({ hub, sub, key, appName, resyncs, latest: () => last });
   } finally {
     await hub.stop();
   }
@@ -218,7 +223,7 @@ test('HxHub, a stream followed by name (no snapshot to resync from): it fails wi
   }
 });
 
-/** Write three deltas (seq 2..4) before anyone follows key; return the states by seq. */
+/** Write three deltas of key (seq 2..4); return the states by seq. */
 async function writeThreeUnfollowed(key) {
   const states = new Map();
   for (let i = 1; i <= 3; i++) {
@@ -291,19 +296,7 @@ test('HxHub, positioned by a snapshot, a reconnect that lost nothing: no resync'
   try {
     await sub.ready;
     assert.equal(last.seq, 4);
-    await lockOut(true);
-    try {
-      assert.ok(await h.killBackends(db, appName) >= 1);
-      await h.waitFor(() => hub.stats.disconnects >= 1, 'the disconnect');
-    } finally {
-      await lockOut(false);
-    }
-    await h.waitFor(() => hub.stats.reconnects >= 1 && sub.stats.pages >= 1, 'the reconnect\'s check');
-    const next = await h.merge(db, 'sessions', key, [{ op: 'increment', path: '/n', by: 10 }]);
-    await h.waitFor(() => last.seq === 5, 'seq 5');
-    assert.deepStrictEqual(resyncs, []);
-    assert.equal(hub.stats.divergences, 0);
-    assert.deepStrictEqual(last.state, next);
+    await reconnectLosingNothing({ hub, sub, key, appName, resyncs, latest: () => last });
   } finally {
     await hub.stop();
   }

@@ -32,6 +32,29 @@ def write(conn: psycopg.Connection[Any], key: str, n: int) -> None:
     )
 
 
+async def lose_event_4(
+    conn: psycopg.Connection[Any], it: Any, f: Follower, key: str, state_before: Any, replaced: bool
+) -> int:
+    """The "failover", the follower away: seq 4 leaves the log and the row is
+    put back to state_before, without the trigger; with replaced the "new
+    primary" writes its own seq 4.  The follower's next item must be a
+    resync (reason diverged) to the row; returns its seq."""
+    with conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
+        assert conn.execute("DELETE FROM hx_event WHERE stream = %s AND seq = 4", (f"py_follow:{key}",)).rowcount == 1
+        conn.execute("UPDATE py_follow SET state = %s WHERE k = %s", (json.dumps(state_before), key))
+    if replaced:
+        conn.execute("""UPDATE py_follow SET state = hx_merge(state, '[{"op": "replace", "path": "/other", "value": 1}]') WHERE k = %s""", (key,))
+    want = 4 if replaced else 3
+    row = conn.execute("SELECT state FROM py_follow WHERE k = %s", (key,)).fetchone()
+    assert row is not None
+    async with asyncio.timeout(10):
+        event, state = await anext(it)
+    assert event["type"] == "STATE_SNAPSHOT" and event["metadata"]["reason"] == "diverged"
+    assert event["metadata"]["seq"] == want and f.seq == want and state == row[0]
+    return want
+
+
 def kill_followers(conn: psycopg.Connection[Any]) -> None:
     """End every other session on the test's database (the follower's)."""
     killed = conn.execute(
@@ -170,7 +193,6 @@ async def test_reconnect_to_a_server_that_lost_an_event_resyncs(
     writes an event of its own at that seq, or nothing.  The follower must
     resync (reason diverged) to the row, not go on from the lost event."""
     key = str(uuid.uuid4())
-    stream = f"py_follow:{key}"
     conn.execute("INSERT INTO py_follow (k) VALUES (%s)", (key,))
     f = follow(dsn, table=table, key=key, poll_interval=0.2, reconnect=(0.05, 0.2))
     it = f.__aiter__()
@@ -182,19 +204,7 @@ async def test_reconnect_to_a_server_that_lost_an_event_resyncs(
     conn.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%' OR (backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database() AND state = 'idle' AND query ILIKE '%%hx_stream_events%%')"
     )
-    with conn.transaction():
-        conn.execute("SET LOCAL session_replication_role = replica")
-        assert conn.execute("DELETE FROM hx_event WHERE stream = %s AND seq = 4", (stream,)).rowcount == 1
-        conn.execute("UPDATE py_follow SET state = %s WHERE k = %s", (json.dumps(got[1][1]), key))
-    if replaced:
-        conn.execute("""UPDATE py_follow SET state = hx_merge(state, '[{"op": "replace", "path": "/other", "value": 1}]') WHERE k = %s""", (key,))
-    want = 4 if replaced else 3
-    row = conn.execute("SELECT state FROM py_follow WHERE k = %s", (key,)).fetchone()
-    assert row is not None
-    async with asyncio.timeout(10):
-        event, state = await anext(it)
-    assert event["type"] == "STATE_SNAPSHOT" and event["metadata"]["reason"] == "diverged"
-    assert event["metadata"]["seq"] == want and f.seq == want and state == row[0]
+    want = await lose_event_4(conn, it, f, key, got[1][1], replaced)
     assert f.stats["resyncs"] == 1
     write(conn, key, 9)
     async with asyncio.timeout(10):
@@ -225,19 +235,7 @@ async def test_reconnect_positioned_by_a_snapshot_that_showed_a_lost_commit_resy
     event, state = await anext(it)
     assert event["metadata"] == {"stream": stream, "seq": 4, "synthetic": True} and state == states[2]
     kill_followers(conn)
-    with conn.transaction():
-        conn.execute("SET LOCAL session_replication_role = replica")
-        assert conn.execute("DELETE FROM hx_event WHERE stream = %s AND seq = 4", (stream,)).rowcount == 1
-        conn.execute("UPDATE py_follow SET state = %s WHERE k = %s", (json.dumps(states[1]), key))
-    if replaced:
-        conn.execute("""UPDATE py_follow SET state = hx_merge(state, '[{"op": "replace", "path": "/other", "value": 1}]') WHERE k = %s""", (key,))
-    want = 4 if replaced else 3
-    row = conn.execute("SELECT state FROM py_follow WHERE k = %s", (key,)).fetchone()
-    assert row is not None
-    async with asyncio.timeout(10):
-        event, state = await anext(it)
-    assert event["type"] == "STATE_SNAPSHOT" and event["metadata"]["reason"] == "diverged"
-    assert event["metadata"]["seq"] == want and f.seq == want and state == row[0]
+    want = await lose_event_4(conn, it, f, key, states[1], replaced)
     assert f.stats["resyncs"] == 1 and f.stats["reconnects"] == 1
     write(conn, key, 9)
     async with asyncio.timeout(10):
